@@ -1,0 +1,52 @@
+//! The crate's one error type.
+
+use core::fmt;
+
+use crate::trie::KeyPath;
+
+/// Everything that can go wrong in pagetrie.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A key path occurred twice where each must be unique.
+    DuplicateKey(KeyPath),
+    /// Input that must be sorted by key path was not.
+    Unsorted,
+    /// A proof does not hash to the root it was checked against.
+    RootMismatch,
+    /// A proof does not reach this key's path, so it says nothing about the key.
+    KeyNotCovered(KeyPath),
+    /// A proven value differs from the expected one.
+    ValueMismatch(KeyPath),
+    /// Path proofs disagree where their paths overlap.
+    InconsistentProofs,
+    /// Proof bytes or structure that no honest prover produces.
+    MalformedProof(&'static str),
+    /// Stored data failed a check (checksum, magic, bounds).
+    Corrupt(&'static str),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::DuplicateKey(k) => write!(f, "duplicate key path {}", Hex(k)),
+            Error::Unsorted => f.write_str("input not sorted by key path"),
+            Error::RootMismatch => f.write_str("proof does not match the root"),
+            Error::KeyNotCovered(k) => write!(f, "proof does not cover key path {}", Hex(k)),
+            Error::ValueMismatch(k) => write!(f, "proven value differs for key path {}", Hex(k)),
+            Error::InconsistentProofs => f.write_str("path proofs disagree where they overlap"),
+            Error::MalformedProof(why) => write!(f, "malformed proof: {why}"),
+            Error::Corrupt(what) => write!(f, "corrupt data: {what}"),
+        }
+    }
+}
+
+impl core::error::Error for Error {}
+
+struct Hex<'a>(&'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}

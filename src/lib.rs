@@ -1,0 +1,38 @@
+//! pagetrie: a merklized key-value state database for blockchain nodes.
+//!
+//! State lives in a binary merkle trie (the same commitment as NOMT's Blake3 binary
+//! trie) whose nodes are stored in 4 KiB pages, each a rootless subtree six levels
+//! deep, over a flat hash-table value store. This release holds the trie core:
+//! hashing, the canonical builder ([`trie::compute_root`]), proofs and their
+//! verification ([`trie::proof`]), and the page layout.
+//!
+//! Without the default `std` feature the crate is `no_std + alloc` and keeps the
+//! verification side only, for light clients and zk provers.
+//!
+//! ```
+//! use pagetrie::trie::{compute_root, hash_value, proof::prove_multi};
+//!
+//! let mut entries: Vec<_> = (0u8..10)
+//!     .map(|i| (*blake3::hash(&[i]).as_bytes(), hash_value(&[i; 3])))
+//!     .collect();
+//! entries.sort();
+//! let root = compute_root(entries.clone())?;
+//!
+//! let keys = [entries[3].0, [7u8; 32]];
+//! let proof = prove_multi(&entries, &keys)?;
+//! let verified = proof.verify(&root)?;
+//! assert_eq!(verified.get(&keys[0])?, Some(entries[3].1));
+//! assert_eq!(verified.get(&keys[1])?, None); // proven absent
+//! # Ok::<(), pagetrie::Error>(())
+//! ```
+
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+mod error;
+pub mod trie;
+
+pub use error::Error;
+pub use trie::{KeyPath, Node, ValueHash};

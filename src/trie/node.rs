@@ -1,0 +1,116 @@
+//! Node kinds, their hashes, and key-path bit access (DESIGN.md section 1).
+
+/// A 32-byte key path. Callers hash their own keys; bit 0 is the most significant
+/// bit of byte 0 and picks the child at depth 0.
+pub type KeyPath = [u8; 32];
+
+/// `blake3(value)`, untagged.
+pub type ValueHash = [u8; 32];
+
+/// A 32-byte trie node: a terminator, a leaf or an internal node.
+pub type Node = [u8; 32];
+
+/// The empty subtree at any depth, and the root of an empty trie.
+pub const TERMINATOR: Node = [0; 32];
+
+/// Key paths are 256 bits, so no node is deeper than this.
+pub const MAX_DEPTH: usize = 256;
+
+/// What a node is, read from its bytes alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// All 32 bytes zero: an empty subtree.
+    Terminator,
+    /// Most significant bit set: `blake3(key_path || value_hash)`.
+    Leaf,
+    /// Most significant bit clear and not all zero: `blake3(left || right)`.
+    Internal,
+}
+
+impl NodeKind {
+    /// Classifies `node` by its tag bit.
+    pub fn of(node: &Node) -> NodeKind {
+        if node[0] & 0x80 != 0 {
+            NodeKind::Leaf
+        } else if *node == TERMINATOR {
+            NodeKind::Terminator
+        } else {
+            NodeKind::Internal
+        }
+    }
+}
+
+/// `blake3(value)`: the value hash a leaf commits to.
+pub fn hash_value(value: &[u8]) -> ValueHash {
+    *blake3::hash(value).as_bytes()
+}
+
+/// The leaf node of `key_path` holding a value with hash `value_hash`.
+pub fn hash_leaf(key_path: &KeyPath, value_hash: &ValueHash) -> Node {
+    let mut node = hash_pair(key_path, value_hash);
+    node[0] |= 0x80;
+    node
+}
+
+/// The internal node over `left` and `right`.
+pub fn hash_internal(left: &Node, right: &Node) -> Node {
+    let mut node = hash_pair(left, right);
+    node[0] &= 0x7f;
+    node
+}
+
+fn hash_pair(a: &[u8; 32], b: &[u8; 32]) -> [u8; 32] {
+    let mut buf = [0u8; 64];
+    buf[..32].copy_from_slice(a);
+    buf[32..].copy_from_slice(b);
+    *blake3::hash(&buf).as_bytes()
+}
+
+/// Bit `depth` of `path` (0 = most significant bit of byte 0): false = left, true = right.
+#[inline]
+pub fn bit(path: &KeyPath, depth: usize) -> bool {
+    path[depth / 8] & (0x80 >> (depth % 8)) != 0
+}
+
+/// `path` with every bit from `depth` on cleared: the canonical name of the position
+/// at `depth` on `path`.
+pub fn prefix(path: &KeyPath, depth: usize) -> KeyPath {
+    let mut out = [0u8; 32];
+    let full = depth / 8;
+    out[..full].copy_from_slice(&path[..full]);
+    if depth % 8 != 0 {
+        out[full] = path[full] & !(0xffu8 >> (depth % 8));
+    }
+    out
+}
+
+/// Whether `a` and `b` agree on their first `depth` bits.
+pub fn shares_prefix(a: &KeyPath, b: &KeyPath, depth: usize) -> bool {
+    prefix(a, depth) == prefix(b, depth)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_and_kinds() {
+        let leaf = hash_leaf(&[1; 32], &[2; 32]);
+        let internal = hash_internal(&leaf, &TERMINATOR);
+        assert_eq!(NodeKind::of(&leaf), NodeKind::Leaf);
+        assert_eq!(NodeKind::of(&internal), NodeKind::Internal);
+        assert_eq!(NodeKind::of(&TERMINATOR), NodeKind::Terminator);
+    }
+
+    #[test]
+    fn bits_and_prefixes() {
+        let mut p = [0u8; 32];
+        p[0] = 0b1010_0000;
+        p[31] = 1;
+        assert!(bit(&p, 0) && !bit(&p, 1) && bit(&p, 2) && bit(&p, 255));
+        assert_eq!(prefix(&p, 1)[0], 0b1000_0000);
+        assert_eq!(prefix(&p, 255)[31], 0);
+        assert_eq!(prefix(&p, 256), p);
+        assert!(shares_prefix(&p, &[0xbf; 32], 3) && !shares_prefix(&p, &[0xbf; 32], 4));
+    }
+}

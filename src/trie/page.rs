@@ -1,0 +1,206 @@
+//! The 4 KiB page: a rootless subtree six levels deep plus 64 bytes of metadata
+//! (byte layout in docs/format.md).
+
+use alloc::boxed::Box;
+
+use super::node::{bit, KeyPath, Node};
+use super::page_id::{PageId, PAGE_DEPTH};
+use crate::Error;
+
+/// Bytes in a page, and the unit of every page read and write.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Node slots in a page: 2 + 4 + ... + 64.
+pub const NODES_PER_PAGE: usize = (1 << (PAGE_DEPTH + 1)) - 2;
+
+/// The first of the 64 bottom slots, whose nodes root the child pages.
+pub const FIRST_BOTTOM_SLOT: usize = NODES_PER_PAGE - 64;
+
+const ID: usize = NODES_PER_PAGE * 32;
+const ELIDED: usize = ID + 32;
+const SEQNO: usize = ELIDED + 8;
+const MAGIC: usize = SEQNO + 8;
+const VERSION: usize = MAGIC + 4;
+const CHECKSUM: usize = PAGE_SIZE - 8;
+const MAGIC_BYTES: [u8; 4] = *b"ptpg";
+const FORMAT_VERSION: u16 = 1;
+
+/// Slot of the node `rel_depth` levels below the page's root position (1 to 6)
+/// whose path from there is the `rel_depth`-bit number `bits`.
+pub fn slot(rel_depth: usize, bits: usize) -> usize {
+    debug_assert!((1..=PAGE_DEPTH).contains(&rel_depth) && bits < 1 << rel_depth);
+    (1 << rel_depth) - 2 + bits
+}
+
+/// Slot of the node at `depth` on `key`'s path, in the page [`PageId::holding`] it.
+pub fn slot_on_path(key: &KeyPath, depth: usize) -> usize {
+    let root_depth = (depth - 1) / PAGE_DEPTH * PAGE_DEPTH;
+    let rel_depth = depth - root_depth;
+    let bits = (root_depth..depth).fold(0, |acc, d| acc << 1 | bit(key, d) as usize);
+    slot(rel_depth, bits)
+}
+
+/// The two children of a slot above the bottom row.
+pub fn child_slots(slot: usize) -> Option<(usize, usize)> {
+    (slot < FIRST_BOTTOM_SLOT).then(|| (2 * slot + 2, 2 * slot + 3))
+}
+
+/// The child page index (0 to 63) rooted at a bottom-row slot.
+pub fn child_page_index(slot: usize) -> Option<u8> {
+    (FIRST_BOTTOM_SLOT..NODES_PER_PAGE)
+        .contains(&slot)
+        .then(|| (slot - FIRST_BOTTOM_SLOT) as u8)
+}
+
+/// One page, aligned for O_DIRECT I/O.
+#[repr(C, align(4096))]
+#[derive(Clone)]
+pub struct Page([u8; PAGE_SIZE]);
+
+impl Page {
+    /// An all-zero page: every slot a terminator, no metadata.
+    pub fn zeroed() -> Box<Page> {
+        Box::new(Page([0; PAGE_SIZE]))
+    }
+
+    /// A blank page naming itself `id`.
+    pub fn new(id: &PageId) -> Box<Page> {
+        let mut page = Page::zeroed();
+        page.0[ID..ID + 32].copy_from_slice(&id.encode());
+        page
+    }
+
+    /// The node in `slot` (below [`NODES_PER_PAGE`]).
+    pub fn node(&self, slot: usize) -> Node {
+        let mut node = [0u8; 32];
+        node.copy_from_slice(&self.0[slot * 32..slot * 32 + 32]);
+        node
+    }
+
+    /// Stores `node` in `slot`.
+    pub fn set_node(&mut self, slot: usize, node: &Node) {
+        self.0[slot * 32..slot * 32 + 32].copy_from_slice(node);
+    }
+
+    /// The id the page names itself by.
+    pub fn id(&self) -> Result<PageId, Error> {
+        PageId::decode(&self.bytes_at(ID))
+    }
+
+    /// Bit `i` set: child page `i` is elided (rebuilt from the value store).
+    pub fn elided_children(&self) -> u64 {
+        self.u64_at(ELIDED)
+    }
+
+    /// Sets the elided-children bitmap.
+    pub fn set_elided_children(&mut self, bits: u64) {
+        self.0[ELIDED..ELIDED + 8].copy_from_slice(&bits.to_le_bytes());
+    }
+
+    /// Sequence number of the commit that last wrote this page.
+    pub fn seqno(&self) -> u64 {
+        self.u64_at(SEQNO)
+    }
+
+    /// Stamps the page with the commit writing it and its checksum; the last step
+    /// before the page goes to disk.
+    pub fn seal(&mut self, seqno: u64) {
+        self.0[SEQNO..SEQNO + 8].copy_from_slice(&seqno.to_le_bytes());
+        self.0[MAGIC..MAGIC + 4].copy_from_slice(&MAGIC_BYTES);
+        self.0[VERSION..VERSION + 2].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let sum = checksum(&self.0);
+        self.0[CHECKSUM..].copy_from_slice(&sum.to_le_bytes());
+    }
+
+    /// Checks a page read from disk: magic, version, checksum, and that it is the
+    /// page `expected`.
+    pub fn check(&self, expected: &PageId) -> Result<(), Error> {
+        if self.0[MAGIC..MAGIC + 4] != MAGIC_BYTES {
+            return Err(Error::Corrupt("page magic"));
+        }
+        if self.0[VERSION..VERSION + 2] != FORMAT_VERSION.to_le_bytes() {
+            return Err(Error::Corrupt("unknown page format version"));
+        }
+        if self.u64_at(CHECKSUM) != checksum(&self.0) {
+            return Err(Error::Corrupt("page checksum"));
+        }
+        if self.id()? != *expected {
+            return Err(Error::Corrupt("page holds another page id"));
+        }
+        Ok(())
+    }
+
+    /// The page's bytes, as written to disk.
+    pub fn as_bytes(&self) -> &[u8; PAGE_SIZE] {
+        &self.0
+    }
+
+    /// The page's bytes, for reading from disk into.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8; PAGE_SIZE] {
+        &mut self.0
+    }
+
+    fn u64_at(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bytes_at(at))
+    }
+
+    fn bytes_at<const N: usize>(&self, at: usize) -> [u8; N] {
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.0[at..at + N]);
+        out
+    }
+}
+
+fn checksum(bytes: &[u8; PAGE_SIZE]) -> u64 {
+    twox_hash::XxHash3_64::oneshot(&bytes[..CHECKSUM])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trie::node::{hash_leaf, MAX_DEPTH};
+
+    #[test]
+    fn slot_arithmetic() {
+        assert_eq!(NODES_PER_PAGE, 126);
+        assert_eq!((slot(1, 0), slot(1, 1), slot(2, 0), slot(6, 63)), (0, 1, 2, 125));
+        assert_eq!(child_slots(0), Some((2, 3)));
+        assert_eq!(child_slots(61), Some((124, 125)));
+        assert_eq!(child_slots(62), None);
+        assert_eq!((child_page_index(62), child_page_index(125)), (Some(0), Some(63)));
+        assert_eq!(child_page_index(61), None);
+        let key = [0b1011_0111; 32];
+        assert_eq!(slot_on_path(&key, 1), slot(1, 1));
+        assert_eq!(slot_on_path(&key, 6), slot(6, 0b101101));
+        assert_eq!(slot_on_path(&key, 7), slot(1, 1));
+        assert_eq!(slot_on_path(&key, MAX_DEPTH), slot(4, 0b0111));
+        // A bottom slot's child page is the next page on the path.
+        let s = slot_on_path(&key, 12);
+        let page = PageId::holding(&key, 12);
+        assert_eq!(page.child(child_page_index(s).unwrap()), Some(PageId::holding(&key, 13)));
+    }
+
+    #[test]
+    fn layout_fills_exactly_one_page() {
+        assert_eq!(core::mem::size_of::<Page>(), PAGE_SIZE);
+        assert_eq!(core::mem::align_of::<Page>(), PAGE_SIZE);
+        assert_eq!(VERSION + 2 + 2, CHECKSUM);
+    }
+
+    #[test]
+    fn seal_and_check() {
+        let id = PageId::ROOT.child(9).unwrap();
+        let mut page = Page::new(&id);
+        page.set_node(17, &hash_leaf(&[1; 32], &[2; 32]));
+        page.set_elided_children(1 << 40);
+        page.seal(7);
+        page.check(&id).unwrap();
+        assert_eq!((page.seqno(), page.elided_children()), (7, 1 << 40));
+        assert!(page.check(&PageId::ROOT).is_err());
+        for byte in [0, 17 * 32 + 5, ID, ELIDED, SEQNO, MAGIC, VERSION, CHECKSUM] {
+            let mut bad = page.clone();
+            bad.0[byte] ^= 1;
+            assert!(bad.check(&id).is_err(), "flip in byte {byte} went unnoticed");
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The versioned byte encoding of proofs (layout in docs/format.md).
+//!
+//! Encodings are canonical: every byte is read and checked, so a proof has exactly
+//! one encoding and no bit can change without the decoder or verifier noticing.
+
+use alloc::vec::Vec;
+
+use super::{LeafData, MultiProof, MultiTerminal, PathProof};
+use crate::trie::node::{prefix, Node, MAX_DEPTH};
+use crate::Error;
+
+const VERSION: u8 = 1;
+const KIND_PATH: u8 = 1;
+const KIND_MULTI: u8 = 2;
+const EMPTY: u8 = 0;
+const LEAF: u8 = 1;
+
+impl PathProof {
+    /// The proof's bytes: version, kind, terminal, sibling count, siblings.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(2 + 65 + 2 + 32 * self.siblings.len());
+        out.extend_from_slice(&[VERSION, KIND_PATH]);
+        match &self.terminal {
+            None => out.push(EMPTY),
+            Some(leaf) => {
+                out.push(LEAF);
+                out.extend_from_slice(&leaf.key_path);
+                out.extend_from_slice(&leaf.value_hash);
+            }
+        }
+        out.extend_from_slice(&(self.siblings.len() as u16).to_le_bytes());
+        put_nodes(&mut out, &self.siblings);
+        out
+    }
+
+    /// Parses [`PathProof::encode`]'s output; any other input is an error.
+    pub fn decode(bytes: &[u8]) -> Result<PathProof, Error> {
+        let mut r = Reader(bytes);
+        r.header(KIND_PATH)?;
+        let terminal = match r.u8()? {
+            EMPTY => None,
+            LEAF => Some(LeafData {
+                key_path: r.array()?,
+                value_hash: r.array()?,
+            }),
+            _ => return Err(Error::MalformedProof("unknown terminal kind")),
+        };
+        let count = u16::from_le_bytes(r.array()?) as usize;
+        if count > MAX_DEPTH {
+            return Err(Error::MalformedProof("path deeper than 256"));
+        }
+        let siblings = r.nodes(count)?;
+        r.end()?;
+        Ok(PathProof { terminal, siblings })
+    }
+}
+
+impl MultiProof {
+    /// The proof's bytes: version, kind, terminals, siblings.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(10 + 67 * self.terminals.len() + 32 * self.siblings.len());
+        out.extend_from_slice(&[VERSION, KIND_MULTI]);
+        out.extend_from_slice(&(self.terminals.len() as u32).to_le_bytes());
+        for t in &self.terminals {
+            out.extend_from_slice(&t.depth.to_le_bytes());
+            match &t.value_hash {
+                Some(vh) => {
+                    out.push(LEAF);
+                    out.extend_from_slice(&t.path);
+                    out.extend_from_slice(vh);
+                }
+                None => {
+                    out.push(EMPTY);
+                    out.extend_from_slice(&t.path[..prefix_bytes(t.depth as usize)]);
+                }
+            }
+        }
+        out.extend_from_slice(&(self.siblings.len() as u32).to_le_bytes());
+        put_nodes(&mut out, &self.siblings);
+        out
+    }
+
+    /// Parses [`MultiProof::encode`]'s output; any other input is an error.
+    pub fn decode(bytes: &[u8]) -> Result<MultiProof, Error> {
+        let mut r = Reader(bytes);
+        r.header(KIND_MULTI)?;
+        let count = u32::from_le_bytes(r.array()?) as usize;
+        // Each terminal takes at least 3 bytes: refuse counts the input cannot hold
+        // before allocating for them.
+        let mut terminals = Vec::with_capacity(count.min(r.0.len() / 3));
+        for _ in 0..count {
+            let depth = u16::from_le_bytes(r.array()?);
+            if depth as usize > MAX_DEPTH {
+                return Err(Error::MalformedProof("terminal deeper than 256"));
+            }
+            let terminal = match r.u8()? {
+                LEAF => MultiTerminal {
+                    depth,
+                    path: r.array()?,
+                    value_hash: Some(r.array()?),
+                },
+                EMPTY => {
+                    let mut path = [0u8; 32];
+                    let n = prefix_bytes(depth as usize);
+                    path[..n].copy_from_slice(r.take(n)?);
+                    if prefix(&path, depth as usize) != path {
+                        return Err(Error::MalformedProof("bits set past an empty terminal's depth"));
+                    }
+                    MultiTerminal { depth, path, value_hash: None }
+                }
+                _ => return Err(Error::MalformedProof("unknown terminal kind")),
+            };
+            terminals.push(terminal);
+        }
+        let count = u32::from_le_bytes(r.array()?) as usize;
+        let siblings = r.nodes(count)?;
+        r.end()?;
+        Ok(MultiProof { terminals, siblings })
+    }
+}
+
+fn prefix_bytes(depth: usize) -> usize {
+    depth.div_ceil(8)
+}
+
+fn put_nodes(out: &mut Vec<u8>, nodes: &[Node]) {
+    for node in nodes {
+        out.extend_from_slice(node);
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        if self.0.len() < n {
+            return Err(Error::MalformedProof("truncated"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn header(&mut self, kind: u8) -> Result<(), Error> {
+        if self.u8()? != VERSION {
+            return Err(Error::MalformedProof("unknown proof format version"));
+        }
+        if self.u8()? != kind {
+            return Err(Error::MalformedProof("wrong proof kind"));
+        }
+        Ok(())
+    }
+
+    fn nodes(&mut self, count: usize) -> Result<Vec<Node>, Error> {
+        if self.0.len() / 32 < count {
+            return Err(Error::MalformedProof("truncated"));
+        }
+        (0..count).map(|_| self.array()).collect()
+    }
+
+    fn end(&self) -> Result<(), Error> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::MalformedProof("trailing bytes"))
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Proofs against a root: single-path proofs, multi-proofs that store each shared
+//! sibling once, update verification, an in-memory prover and the byte encoding.
+//!
+//! Everything here is no_std + alloc, so light clients and zk provers can verify.
+
+mod codec;
+mod multi;
+mod path;
+mod prover;
+mod walk;
+
+pub use multi::{MultiProof, MultiTerminal, VerifiedMultiProof};
+pub use path::{LeafData, PathProof};
+pub use prover::{prove_multi, prove_path};
+
+/// A write checked by [`MultiProof::verify_update`]: the new value hash, or `None`
+/// for a delete.
+pub type Write = (crate::KeyPath, Option<crate::ValueHash>);
