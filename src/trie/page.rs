@@ -163,11 +163,17 @@ mod tests {
     #[test]
     fn slot_arithmetic() {
         assert_eq!(NODES_PER_PAGE, 126);
-        assert_eq!((slot(1, 0), slot(1, 1), slot(2, 0), slot(6, 63)), (0, 1, 2, 125));
+        assert_eq!(
+            (slot(1, 0), slot(1, 1), slot(2, 0), slot(6, 63)),
+            (0, 1, 2, 125)
+        );
         assert_eq!(child_slots(0), Some((2, 3)));
         assert_eq!(child_slots(61), Some((124, 125)));
         assert_eq!(child_slots(62), None);
-        assert_eq!((child_page_index(62), child_page_index(125)), (Some(0), Some(63)));
+        assert_eq!(
+            (child_page_index(62), child_page_index(125)),
+            (Some(0), Some(63))
+        );
         assert_eq!(child_page_index(61), None);
         let key = [0b1011_0111; 32];
         assert_eq!(slot_on_path(&key, 1), slot(1, 1));
@@ -177,7 +183,10 @@ mod tests {
         // A bottom slot's child page is the next page on the path.
         let s = slot_on_path(&key, 12);
         let page = PageId::holding(&key, 12);
-        assert_eq!(page.child(child_page_index(s).unwrap()), Some(PageId::holding(&key, 13)));
+        assert_eq!(
+            page.child(child_page_index(s).unwrap()),
+            Some(PageId::holding(&key, 13))
+        );
     }
 
     #[test]
@@ -200,7 +209,10 @@ mod tests {
         for byte in [0, 17 * 32 + 5, ID, ELIDED, SEQNO, MAGIC, VERSION, CHECKSUM] {
             let mut bad = page.clone();
             bad.0[byte] ^= 1;
-            assert!(bad.check(&id).is_err(), "flip in byte {byte} went unnoticed");
+            assert!(
+                bad.check(&id).is_err(),
+                "flip in byte {byte} went unnoticed"
+            );
         }
     }
 }

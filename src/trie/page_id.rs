@@ -21,12 +21,18 @@ pub struct PageId {
 
 impl PageId {
     /// The root page: its slots hold the nodes at depths 1 to 6.
-    pub const ROOT: PageId = PageId { path: [0; 32], level: 0 };
+    pub const ROOT: PageId = PageId {
+        path: [0; 32],
+        level: 0,
+    };
 
     /// The page at `level` on `key`'s path. `level` is at most [`MAX_PAGE_LEVEL`].
     pub fn on_path(key: &KeyPath, level: usize) -> PageId {
         debug_assert!(level <= MAX_PAGE_LEVEL);
-        PageId { path: prefix(key, level * PAGE_DEPTH), level: level as u8 }
+        PageId {
+            path: prefix(key, level * PAGE_DEPTH),
+            level: level as u8,
+        }
     }
 
     /// The page holding the node at `depth` (1 to 256) on `key`'s path.
@@ -46,7 +52,9 @@ impl PageId {
 
     /// The child index taken at `level` (less than [`PageId::level`]).
     pub fn index_at(&self, level: usize) -> u8 {
-        (0..PAGE_DEPTH).fold(0u8, |acc, i| acc << 1 | bit(&self.path, level * PAGE_DEPTH + i) as u8)
+        (0..PAGE_DEPTH).fold(0u8, |acc, i| {
+            acc << 1 | bit(&self.path, level * PAGE_DEPTH + i) as u8
+        })
     }
 
     /// Child `index` (0 to 63), or `None` below the deepest page level.
@@ -62,7 +70,10 @@ impl PageId {
                 path[d / 8] |= 0x80 >> (d % 8);
             }
         }
-        Some(PageId { path, level: self.level + 1 })
+        Some(PageId {
+            path,
+            level: self.level + 1,
+        })
     }
 
     /// The parent page, or `None` for the root page.
@@ -98,7 +109,9 @@ impl PageId {
         }
         let mut id = PageId::ROOT;
         for &index in indices[..level].iter().rev() {
-            id = id.child(index).ok_or(Error::Corrupt("page id deeper than 42 levels"))?;
+            id = id
+                .child(index)
+                .ok_or(Error::Corrupt("page id deeper than 42 levels"))?;
         }
         Ok(id)
     }
@@ -118,7 +131,12 @@ impl U256 {
     /// `self * 64 + small`, for `small <= 64`; page id numbers never overflow.
     fn shl6_add(self, small: u64) -> U256 {
         let l = self.0;
-        let mut out = [l[0] << 6 | l[1] >> 58, l[1] << 6 | l[2] >> 58, l[2] << 6 | l[3] >> 58, l[3] << 6];
+        let mut out = [
+            l[0] << 6 | l[1] >> 58,
+            l[1] << 6 | l[2] >> 58,
+            l[2] << 6 | l[3] >> 58,
+            l[3] << 6,
+        ];
         // The low limb's bottom six bits are zero, so adding at most 64 cannot carry.
         out[3] += small;
         U256(out)
@@ -128,7 +146,15 @@ impl U256 {
     fn shr6(self) -> (U256, u8) {
         let l = self.0;
         let low = (l[3] & 63) as u8;
-        (U256([l[0] >> 6, l[1] >> 6 | l[0] << 58, l[2] >> 6 | l[1] << 58, l[3] >> 6 | l[2] << 58]), low)
+        (
+            U256([
+                l[0] >> 6,
+                l[1] >> 6 | l[0] << 58,
+                l[2] >> 6 | l[1] << 58,
+                l[3] >> 6 | l[2] << 58,
+            ]),
+            low,
+        )
     }
 
     /// `self - 1` for a non-zero `self`.
@@ -186,7 +212,10 @@ mod tests {
         assert_eq!(id.child(0), None);
         assert_eq!(PageId::holding(&[0xff; 32], 256).level(), MAX_PAGE_LEVEL);
         assert_eq!(PageId::holding(&[0xff; 32], 6), PageId::ROOT);
-        assert_eq!(PageId::holding(&[0xff; 32], 7), PageId::ROOT.child(63).unwrap());
+        assert_eq!(
+            PageId::holding(&[0xff; 32], 7),
+            PageId::ROOT.child(63).unwrap()
+        );
     }
 
     #[test]

@@ -104,9 +104,15 @@ impl MultiProof {
                     let n = prefix_bytes(depth as usize);
                     path[..n].copy_from_slice(r.take(n)?);
                     if prefix(&path, depth as usize) != path {
-                        return Err(Error::MalformedProof("bits set past an empty terminal's depth"));
+                        return Err(Error::MalformedProof(
+                            "bits set past an empty terminal's depth",
+                        ));
                     }
-                    MultiTerminal { depth, path, value_hash: None }
+                    MultiTerminal {
+                        depth,
+                        path,
+                        value_hash: None,
+                    }
                 }
                 _ => return Err(Error::MalformedProof("unknown terminal kind")),
             };
@@ -115,7 +121,10 @@ impl MultiProof {
         let count = u32::from_le_bytes(r.array()?) as usize;
         let siblings = r.nodes(count)?;
         r.end()?;
-        Ok(MultiProof { terminals, siblings })
+        Ok(MultiProof {
+            terminals,
+            siblings,
+        })
     }
 }
 

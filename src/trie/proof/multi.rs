@@ -69,7 +69,10 @@ impl VerifiedMultiProof<'_> {
     /// The value hash of `key`, or `None` if the proof shows it absent.
     /// [`Error::KeyNotCovered`] if no proven path leads to `key`.
     pub fn get(&self, key: &KeyPath) -> Result<Option<ValueHash>, Error> {
-        let t = self.proof.terminal_of(key).ok_or(Error::KeyNotCovered(*key))?;
+        let t = self
+            .proof
+            .terminal_of(key)
+            .ok_or(Error::KeyNotCovered(*key))?;
         Ok(t.value_hash.filter(|_| t.path == *key))
     }
 
@@ -136,7 +139,7 @@ impl MultiProof {
         if paths.iter().any(|(_, p)| p.depth() > MAX_DEPTH) {
             return Err(Error::MalformedProof("path deeper than 256"));
         }
-        paths.sort_by(|a, b| a.0.cmp(&b.0));
+        paths.sort_by_key(|p| p.0);
         paths.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
         if paths.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(Error::InconsistentProofs);

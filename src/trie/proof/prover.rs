@@ -17,7 +17,11 @@ pub fn prove_path(entries: &[(KeyPath, ValueHash)], key: &KeyPath) -> Result<Pat
     while here.len() > 1 {
         let depth = siblings.len();
         let (left, right) = here.split_at(here.partition_point(|(k, _)| !bit(k, depth)));
-        let (mine, other) = if bit(key, depth) { (right, left) } else { (left, right) };
+        let (mine, other) = if bit(key, depth) {
+            (right, left)
+        } else {
+            (left, right)
+        };
         siblings.push(build_subtree(other, depth + 1, &mut Discard));
         here = mine;
     }
@@ -30,7 +34,10 @@ pub fn prove_path(entries: &[(KeyPath, ValueHash)], key: &KeyPath) -> Result<Pat
 
 /// The multi-proof of `keys` (any order, repeats allowed) in the trie of `entries`
 /// (sorted by key, no duplicates).
-pub fn prove_multi(entries: &[(KeyPath, ValueHash)], keys: &[KeyPath]) -> Result<MultiProof, Error> {
+pub fn prove_multi(
+    entries: &[(KeyPath, ValueHash)],
+    keys: &[KeyPath],
+) -> Result<MultiProof, Error> {
     check_strictly_sorted(entries.iter().map(|(k, _)| k))?;
     let mut keys = keys.to_vec();
     keys.sort_unstable();
@@ -38,7 +45,10 @@ pub fn prove_multi(entries: &[(KeyPath, ValueHash)], keys: &[KeyPath]) -> Result
     if keys.is_empty() {
         // Proves nothing: the whole trie is one sibling.
         let root = build_subtree(entries, 0, &mut Discard);
-        return Ok(MultiProof { terminals: Vec::new(), siblings: vec![root] });
+        return Ok(MultiProof {
+            terminals: Vec::new(),
+            siblings: vec![root],
+        });
     }
     let mut out = MultiProof::default();
     prove_below(entries, &keys, 0, &mut out);
@@ -46,7 +56,12 @@ pub fn prove_multi(entries: &[(KeyPath, ValueHash)], keys: &[KeyPath]) -> Result
 }
 
 /// `entries` and `keys` (non-empty) all lie below the position at `depth`.
-fn prove_below(entries: &[(KeyPath, ValueHash)], keys: &[KeyPath], depth: usize, out: &mut MultiProof) {
+fn prove_below(
+    entries: &[(KeyPath, ValueHash)],
+    keys: &[KeyPath],
+    depth: usize,
+    out: &mut MultiProof,
+) {
     if entries.len() <= 1 {
         out.terminals.push(match entries.first() {
             Some((key_path, value_hash)) => MultiTerminal {
@@ -70,7 +85,8 @@ fn prove_below(entries: &[(KeyPath, ValueHash)], keys: &[KeyPath], depth: usize,
     ];
     for (entries, keys) in sides {
         if keys.is_empty() {
-            out.siblings.push(build_subtree(entries, depth + 1, &mut Discard));
+            out.siblings
+                .push(build_subtree(entries, depth + 1, &mut Discard));
         } else {
             prove_below(entries, keys, depth + 1, out);
         }

@@ -16,7 +16,9 @@ pub(super) fn check_shape(terminals: &[MultiTerminal]) -> Result<(), Error> {
             return Err(Error::MalformedProof("terminal deeper than 256"));
         }
         if t.value_hash.is_none() && prefix(&t.path, depth) != t.path {
-            return Err(Error::MalformedProof("bits set past an empty terminal's depth"));
+            return Err(Error::MalformedProof(
+                "bits set past an empty terminal's depth",
+            ));
         }
     }
     for pair in terminals.windows(2) {
@@ -79,7 +81,12 @@ where
 {
     /// `terminals` all lie below the position at `depth`; `first` is the index of
     /// `terminals[0]` in the whole proof.
-    fn subtree(&mut self, terminals: &[MultiTerminal], depth: usize, first: usize) -> Result<T, Error> {
+    fn subtree(
+        &mut self,
+        terminals: &[MultiTerminal],
+        depth: usize,
+        first: usize,
+    ) -> Result<T, Error> {
         match terminals {
             [] => {
                 let sibling = self
