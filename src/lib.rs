@@ -36,3 +36,8 @@ pub mod trie;
 
 pub use error::Error;
 pub use trie::{KeyPath, Node, ValueHash};
+
+/// The README's examples run as doctests, so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
