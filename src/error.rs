@@ -24,6 +24,18 @@ pub enum Error {
     MalformedProof(&'static str),
     /// Stored data failed a check (checksum, magic, bounds).
     Corrupt(&'static str),
+    /// Another handle holds the database directory.
+    Locked,
+    /// An I/O error; the database keeps its last durable state.
+    #[cfg(feature = "std")]
+    Io(std::io::Error),
+}
+
+#[cfg(feature = "std")]
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::Io(e)
+    }
 }
 
 impl fmt::Display for Error {
@@ -37,6 +49,9 @@ impl fmt::Display for Error {
             Error::InconsistentProofs => f.write_str("path proofs disagree where they overlap"),
             Error::MalformedProof(why) => write!(f, "malformed proof: {why}"),
             Error::Corrupt(what) => write!(f, "corrupt data: {what}"),
+            Error::Locked => f.write_str("database directory is in use by another handle"),
+            #[cfg(feature = "std")]
+            Error::Io(e) => write!(f, "I/O error: {e}"),
         }
     }
 }

@@ -31,10 +31,17 @@
 
 extern crate alloc;
 
+#[cfg(feature = "std")]
+mod block;
 mod error;
+#[cfg(feature = "std")]
+#[allow(dead_code)] // Driven by the stores, which arrive next.
+mod io;
 pub mod trie;
 
 pub use error::Error;
+#[cfg(feature = "std")]
+pub use io::IoBackend;
 pub use trie::{KeyPath, Node, ValueHash};
 
 /// The README's examples run as doctests, so they cannot rot.

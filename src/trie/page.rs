@@ -5,10 +5,11 @@ use alloc::boxed::Box;
 
 use super::node::{bit, KeyPath, Node};
 use super::page_id::{PageId, PAGE_DEPTH};
+use crate::block::{Block, BLOCK_SIZE};
 use crate::Error;
 
-/// Bytes in a page, and the unit of every page read and write.
-pub const PAGE_SIZE: usize = 4096;
+/// Bytes in a page: one block.
+pub const PAGE_SIZE: usize = BLOCK_SIZE;
 
 /// Node slots in a page: 2 + 4 + ... + 64.
 pub const NODES_PER_PAGE: usize = (1 << (PAGE_DEPTH + 1)) - 2;
@@ -52,76 +53,86 @@ pub fn child_page_index(slot: usize) -> Option<u8> {
         .then(|| (slot - FIRST_BOTTOM_SLOT) as u8)
 }
 
-/// One page, aligned for O_DIRECT I/O.
-#[repr(C, align(4096))]
+/// One page, in a block ready for O_DIRECT I/O.
 #[derive(Clone)]
-pub struct Page([u8; PAGE_SIZE]);
+pub struct Page(Box<Block>);
 
 impl Page {
     /// An all-zero page: every slot a terminator, no metadata.
-    pub fn zeroed() -> Box<Page> {
-        Box::new(Page([0; PAGE_SIZE]))
+    pub fn zeroed() -> Page {
+        Page(Block::zeroed())
     }
 
     /// A blank page naming itself `id`.
-    pub fn new(id: &PageId) -> Box<Page> {
+    pub fn new(id: &PageId) -> Page {
         let mut page = Page::zeroed();
-        page.0[ID..ID + 32].copy_from_slice(&id.encode());
+        page.0 .0[ID..ID + 32].copy_from_slice(&id.encode());
         page
+    }
+
+    /// A page over a block read from disk; [`Page::check`] it before trusting it.
+    pub fn from_block(block: Box<Block>) -> Page {
+        Page(block)
+    }
+
+    /// The page's block, to be written to disk.
+    pub fn into_block(self) -> Box<Block> {
+        self.0
     }
 
     /// The node in `slot` (below [`NODES_PER_PAGE`]).
     pub fn node(&self, slot: usize) -> Node {
         let mut node = [0u8; 32];
-        node.copy_from_slice(&self.0[slot * 32..slot * 32 + 32]);
+        node.copy_from_slice(&self.0 .0[slot * 32..slot * 32 + 32]);
         node
     }
 
     /// Stores `node` in `slot`.
     pub fn set_node(&mut self, slot: usize, node: &Node) {
-        self.0[slot * 32..slot * 32 + 32].copy_from_slice(node);
+        self.0 .0[slot * 32..slot * 32 + 32].copy_from_slice(node);
     }
 
     /// The id the page names itself by.
     pub fn id(&self) -> Result<PageId, Error> {
-        PageId::decode(&self.bytes_at(ID))
+        PageId::decode(&self.0.array(ID))
     }
 
     /// Bit `i` set: child page `i` is elided (rebuilt from the value store).
     pub fn elided_children(&self) -> u64 {
-        self.u64_at(ELIDED)
+        self.0.u64_at(ELIDED)
     }
 
     /// Sets the elided-children bitmap.
     pub fn set_elided_children(&mut self, bits: u64) {
-        self.0[ELIDED..ELIDED + 8].copy_from_slice(&bits.to_le_bytes());
+        self.0.put_u64(ELIDED, bits);
     }
 
     /// Sequence number of the commit that last wrote this page.
     pub fn seqno(&self) -> u64 {
-        self.u64_at(SEQNO)
+        self.0.u64_at(SEQNO)
     }
 
     /// Stamps the page with the commit writing it and its checksum; the last step
     /// before the page goes to disk.
     pub fn seal(&mut self, seqno: u64) {
-        self.0[SEQNO..SEQNO + 8].copy_from_slice(&seqno.to_le_bytes());
-        self.0[MAGIC..MAGIC + 4].copy_from_slice(&MAGIC_BYTES);
-        self.0[VERSION..VERSION + 2].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        let sum = checksum(&self.0);
-        self.0[CHECKSUM..].copy_from_slice(&sum.to_le_bytes());
+        let b = &mut self.0;
+        b.put_u64(SEQNO, seqno);
+        b.0[MAGIC..MAGIC + 4].copy_from_slice(&MAGIC_BYTES);
+        b.0[VERSION..VERSION + 2].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let sum = b.checksum(CHECKSUM);
+        b.put_u64(CHECKSUM, sum);
     }
 
     /// Checks a page read from disk: magic, version, checksum, and that it is the
     /// page `expected`.
     pub fn check(&self, expected: &PageId) -> Result<(), Error> {
-        if self.0[MAGIC..MAGIC + 4] != MAGIC_BYTES {
+        if self.0 .0[MAGIC..MAGIC + 4] != MAGIC_BYTES {
             return Err(Error::Corrupt("page magic"));
         }
-        if self.0[VERSION..VERSION + 2] != FORMAT_VERSION.to_le_bytes() {
+        if self.0 .0[VERSION..VERSION + 2] != FORMAT_VERSION.to_le_bytes() {
             return Err(Error::Corrupt("unknown page format version"));
         }
-        if self.u64_at(CHECKSUM) != checksum(&self.0) {
+        if self.0.u64_at(CHECKSUM) != self.0.checksum(CHECKSUM) {
             return Err(Error::Corrupt("page checksum"));
         }
         if self.id()? != *expected {
@@ -132,27 +143,8 @@ impl Page {
 
     /// The page's bytes, as written to disk.
     pub fn as_bytes(&self) -> &[u8; PAGE_SIZE] {
-        &self.0
+        &self.0 .0
     }
-
-    /// The page's bytes, for reading from disk into.
-    pub fn as_bytes_mut(&mut self) -> &mut [u8; PAGE_SIZE] {
-        &mut self.0
-    }
-
-    fn u64_at(&self, at: usize) -> u64 {
-        u64::from_le_bytes(self.bytes_at(at))
-    }
-
-    fn bytes_at<const N: usize>(&self, at: usize) -> [u8; N] {
-        let mut out = [0u8; N];
-        out.copy_from_slice(&self.0[at..at + N]);
-        out
-    }
-}
-
-fn checksum(bytes: &[u8; PAGE_SIZE]) -> u64 {
-    twox_hash::XxHash3_64::oneshot(&bytes[..CHECKSUM])
 }
 
 #[cfg(test)]
@@ -191,8 +183,8 @@ mod tests {
 
     #[test]
     fn layout_fills_exactly_one_page() {
-        assert_eq!(core::mem::size_of::<Page>(), PAGE_SIZE);
-        assert_eq!(core::mem::align_of::<Page>(), PAGE_SIZE);
+        assert_eq!(core::mem::size_of::<Block>(), PAGE_SIZE);
+        assert_eq!(core::mem::align_of::<Block>(), PAGE_SIZE);
         assert_eq!(VERSION + 2 + 2, CHECKSUM);
     }
 
@@ -208,7 +200,7 @@ mod tests {
         assert!(page.check(&PageId::ROOT).is_err());
         for byte in [0, 17 * 32 + 5, ID, ELIDED, SEQNO, MAGIC, VERSION, CHECKSUM] {
             let mut bad = page.clone();
-            bad.0[byte] ^= 1;
+            bad.0 .0[byte] ^= 1;
             assert!(
                 bad.check(&id).is_err(),
                 "flip in byte {byte} went unnoticed"

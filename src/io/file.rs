@@ -1,0 +1,139 @@
+//! Data files opened for direct I/O where the filesystem allows it, and the
+//! directory lock.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use crate::block::{Block, BLOCK_SIZE};
+use crate::Error;
+
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "x86")))]
+const O_DIRECT: i32 = 0o40000;
+#[cfg(all(target_os = "linux", any(target_arch = "aarch64", target_arch = "arm")))]
+const O_DIRECT: i32 = 0o200000;
+#[cfg(not(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "aarch64",
+        target_arch = "arm"
+    )
+)))]
+const O_DIRECT: i32 = 0;
+
+const EINVAL: i32 = 22;
+
+/// A file read and written in whole blocks at block-aligned offsets.
+pub(crate) struct DataFile {
+    file: File,
+    direct: bool,
+    #[cfg(test)]
+    pub(crate) faults: Option<std::sync::Arc<super::faults::Faults>>,
+}
+
+impl DataFile {
+    /// Opens (creating if absent) `path` for reading and writing, bypassing the OS
+    /// page cache when the filesystem supports O_DIRECT (tmpfs does not).
+    pub(crate) fn open(path: &Path) -> io::Result<DataFile> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        let (file, direct) = if O_DIRECT == 0 {
+            (options.open(path)?, false)
+        } else {
+            match options.clone().custom_flags(O_DIRECT).open(path) {
+                Ok(file) => (file, true),
+                Err(e) if e.raw_os_error() == Some(EINVAL) => (options.open(path)?, false),
+                Err(e) => return Err(e),
+            }
+        };
+        Ok(DataFile {
+            file,
+            direct,
+            #[cfg(test)]
+            faults: None,
+        })
+    }
+
+    /// Whether reads and writes bypass the OS page cache.
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// The descriptor, for the io_uring backend.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Reads the block at `offset`; reading past the end of the file is an error.
+    pub(crate) fn read_block(&self, block: &mut Block, offset: u64) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(f) = &self.faults {
+            f.before_read()?;
+        }
+        self.file.read_exact_at(&mut block.0, offset)
+    }
+
+    /// Writes `block` at `offset`.
+    pub(crate) fn write_block(&self, block: &Block, offset: u64) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(f) = &self.faults {
+            return f.write(self, block, offset);
+        }
+        self.file.write_all_at(&block.0, offset)
+    }
+
+    /// Makes every completed write durable.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some(f) = &self.faults {
+            f.before_sync()?;
+            self.file.sync_data()?;
+            f.synced(self.fd());
+            return Ok(());
+        }
+        self.file.sync_data()
+    }
+
+    /// File length in whole blocks (a torn tail block does not count).
+    pub(crate) fn blocks(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len() / BLOCK_SIZE as u64)
+    }
+
+    /// Cuts or extends the file to `blocks` blocks, and makes the new length durable.
+    pub(crate) fn set_blocks(&self, blocks: u64) -> io::Result<()> {
+        self.file.set_len(blocks * BLOCK_SIZE as u64)?;
+        self.file.sync_all()
+    }
+
+    /// Unchecked raw access for the fault injector, which must bypass itself.
+    #[cfg(test)]
+    pub(crate) fn raw(&self) -> &File {
+        &self.file
+    }
+}
+
+/// Exclusive ownership of a database directory, held until dropped.
+pub(crate) struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Locks `dir`, or fails with [`Error::Locked`] if another handle holds it.
+    pub(crate) fn acquire(dir: &Path) -> Result<DirLock, Error> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("LOCK"))?;
+        match file.try_lock() {
+            Ok(()) => Ok(DirLock { _file: file }),
+            Err(TryLockError::WouldBlock) => Err(Error::Locked),
+            Err(TryLockError::Error(e)) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The I/O layer: block reads and writes with many requests in flight, on an
+//! io_uring ring or, where that cannot be set up, a small pool of threads doing
+//! pread/pwrite. Callers hand over a block and get it back with the result on a
+//! channel of their choosing.
+//!
+//! Owns files, descriptors, the ring and its threads. Knows nothing of what the
+//! blocks mean: the stores above decide offsets and contents.
+
+#[cfg(test)]
+pub(crate) mod faults;
+mod file;
+#[cfg(test)]
+mod tests;
+mod threads;
+mod uring;
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+pub(crate) use file::{DataFile, DirLock};
+
+use crate::block::Block;
+
+/// Which I/O engine runs a database's reads and writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoBackend {
+    /// io_uring where it can be set up, the thread pool otherwise.
+    #[default]
+    Auto,
+    /// io_uring only; opening fails where it cannot be set up.
+    IoUring,
+    /// The pread/pwrite thread pool, everywhere.
+    ThreadPool,
+}
+
+/// Read or write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Read,
+    Write,
+}
+
+/// One block to move between memory and a file.
+pub(crate) struct Job {
+    pub(crate) file: Arc<DataFile>,
+    pub(crate) op: Op,
+    pub(crate) offset: u64,
+    pub(crate) block: Box<Block>,
+    /// The caller's name for this job, returned with it.
+    pub(crate) tag: u64,
+    pub(crate) reply: Sender<Done>,
+}
+
+/// A finished job: the block (read data, or the written data back) and the result.
+pub(crate) struct Done {
+    pub(crate) tag: u64,
+    pub(crate) op: Op,
+    pub(crate) block: Box<Block>,
+    pub(crate) result: io::Result<()>,
+}
+
+impl Job {
+    fn finish(self, result: io::Result<()>) {
+        let done = Done {
+            tag: self.tag,
+            op: self.op,
+            block: self.block,
+            result,
+        };
+        // A caller that stopped listening no longer wants the block.
+        let _ = self.reply.send(done);
+    }
+}
+
+/// Counters of the I/O issued.
+#[derive(Default, Debug)]
+pub(crate) struct IoCounters {
+    pub(crate) reads: AtomicU64,
+    pub(crate) writes: AtomicU64,
+}
+
+/// The running I/O engine. Dropping it finishes every job in flight, then stops.
+pub(crate) struct Io {
+    jobs: Option<Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
+    uring: bool,
+    fallback_reason: Option<String>,
+    pub(crate) counters: Arc<IoCounters>,
+}
+
+/// Requests the uring ring keeps in flight at most, and the thread pool's size.
+const RING_DEPTH: u32 = 256;
+const POOL_THREADS: usize = 16;
+
+impl Io {
+    /// Starts the engine `choice` asks for. With [`IoBackend::Auto`], a ring that
+    /// cannot be created (old kernel, seccomp, no permission) means the thread pool,
+    /// and [`Io::fallback_reason`] says why.
+    pub(crate) fn start(choice: IoBackend) -> io::Result<Io> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let counters = Arc::new(IoCounters::default());
+        let uring_result = match choice {
+            IoBackend::ThreadPool => None,
+            _ => Some(uring::start(RING_DEPTH, rx.clone(), counters.clone())),
+        };
+        let (threads, uring, fallback_reason) = match (choice, uring_result) {
+            (_, Some(Ok(handle))) => (vec![handle], true, None),
+            (IoBackend::IoUring, Some(Err(e))) => return Err(e),
+            (_, Some(Err(e))) => (
+                pool(rx, &counters)?,
+                false,
+                Some(format!("io_uring unavailable: {e}")),
+            ),
+            (_, None) => (pool(rx, &counters)?, false, None),
+        };
+        Ok(Io {
+            jobs: Some(tx),
+            threads,
+            uring,
+            fallback_reason,
+            counters,
+        })
+    }
+
+    /// Whether jobs run on io_uring.
+    pub(crate) fn is_uring(&self) -> bool {
+        self.uring
+    }
+
+    /// Why `Auto` fell back to the thread pool, if it did.
+    pub(crate) fn fallback_reason(&self) -> Option<&str> {
+        self.fallback_reason.as_deref()
+    }
+
+    /// Queues `job`; its [`Done`] arrives on the job's reply channel.
+    pub(crate) fn submit(&self, job: Job) {
+        match self.jobs.as_ref() {
+            Some(jobs) => {
+                if let Err(e) = jobs.send(job) {
+                    e.into_inner()
+                        .finish(Err(io::Error::other("I/O engine stopped")));
+                }
+            }
+            None => job.finish(Err(io::Error::other("I/O engine stopped"))),
+        }
+    }
+
+    /// Runs `jobs` concurrently and waits for all of them; the blocks come back in
+    /// the order given. Fails with the first error after every job has finished.
+    pub(crate) fn run_all(
+        &self,
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, Box<Block>)>,
+    ) -> io::Result<Vec<Box<Block>>> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut count = 0;
+        for (file, op, offset, block) in jobs {
+            self.submit(Job {
+                file,
+                op,
+                offset,
+                block,
+                tag: count,
+                reply: tx.clone(),
+            });
+            count += 1;
+        }
+        drop(tx);
+        let mut slots: Vec<Option<Box<Block>>> = (0..count).map(|_| None).collect();
+        let mut first_error = None;
+        for done in rx.iter().take(count as usize) {
+            if let Err(e) = done.result {
+                first_error.get_or_insert(e);
+            }
+            slots[done.tag as usize] = Some(done.block);
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        slots
+            .into_iter()
+            .map(|b| b.ok_or_else(|| io::Error::other("I/O engine dropped a job")))
+            .collect()
+    }
+
+    /// Reads one block and waits for it.
+    pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> io::Result<Box<Block>> {
+        let mut blocks = self.run_all([(file.clone(), Op::Read, offset, Block::zeroed())])?;
+        blocks
+            .pop()
+            .ok_or_else(|| io::Error::other("I/O engine dropped a job"))
+    }
+}
+
+impl Drop for Io {
+    fn drop(&mut self) {
+        self.jobs = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn pool(rx: Receiver<Job>, counters: &Arc<IoCounters>) -> io::Result<Vec<JoinHandle<()>>> {
+    (0..POOL_THREADS)
+        .map(|i| threads::spawn(i, rx.clone(), counters.clone()))
+        .collect()
+}
+
+fn count(counters: &IoCounters, op: Op) {
+    let c = match op {
+        Op::Read => &counters.reads,
+        Op::Write => &counters.writes,
+    };
+    c.fetch_add(1, Ordering::Relaxed);
+}

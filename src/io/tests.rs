@@ -1,0 +1,123 @@
+//! One suite, run against both engines.
+
+use std::sync::Arc;
+
+use super::{DataFile, Io, IoBackend, Op};
+use crate::block::{Block, BLOCK_SIZE};
+
+fn engines() -> Vec<Io> {
+    let mut engines = vec![Io::start(IoBackend::ThreadPool).unwrap()];
+    match Io::start(IoBackend::IoUring) {
+        Ok(io) => engines.push(io),
+        // CI machines have io_uring; say so loudly rather than pass quietly.
+        Err(e) if std::env::var_os("PAGETRIE_ALLOW_NO_URING").is_some() => {
+            eprintln!("io_uring unavailable, testing the thread pool only: {e}")
+        }
+        Err(e) => panic!("io_uring unavailable ({e}); set PAGETRIE_ALLOW_NO_URING=1 to skip it"),
+    }
+    engines
+}
+
+fn block_of(seed: u64) -> Box<Block> {
+    let mut b = Block::zeroed();
+    for (i, chunk) in b.0.chunks_exact_mut(8).enumerate() {
+        chunk.copy_from_slice(&(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i as u64).to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn many_writes_then_reads_in_flight_round_trip() {
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(DataFile::open(&dir.path().join("data")).unwrap());
+        // Scattered offsets, far more jobs than the ring holds at once.
+        let offsets: Vec<u64> = (0..2000u64)
+            .map(|i| (i * 7919 % 2000) * BLOCK_SIZE as u64)
+            .collect();
+        io.run_all(
+            offsets
+                .iter()
+                .map(|&o| (file.clone(), Op::Write, o, block_of(o))),
+        )
+        .unwrap();
+        let read = io
+            .run_all(
+                offsets
+                    .iter()
+                    .map(|&o| (file.clone(), Op::Read, o, Block::zeroed())),
+            )
+            .unwrap();
+        for (o, block) in offsets.iter().zip(read) {
+            assert!(
+                block.0 == block_of(*o).0,
+                "uring={} offset {o}",
+                io.is_uring()
+            );
+        }
+        assert_eq!(file.blocks().unwrap(), 2000);
+        assert!(io.counters.reads.load(std::sync::atomic::Ordering::Relaxed) >= 2000);
+    }
+}
+
+#[test]
+fn reading_past_the_end_is_an_error() {
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(DataFile::open(&dir.path().join("data")).unwrap());
+        io.run_all([(file.clone(), Op::Write, 0, block_of(1))])
+            .unwrap();
+        assert!(
+            io.read(&file, BLOCK_SIZE as u64).is_err(),
+            "uring={}",
+            io.is_uring()
+        );
+        assert!(io.read(&file, 0).unwrap().0 == block_of(1).0);
+    }
+}
+
+#[test]
+fn dropping_the_engine_finishes_jobs_in_flight() {
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(DataFile::open(&dir.path().join("data")).unwrap());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for i in 0..300u64 {
+            io.submit(super::Job {
+                file: file.clone(),
+                op: Op::Write,
+                offset: i * BLOCK_SIZE as u64,
+                block: block_of(i),
+                tag: i,
+                reply: tx.clone(),
+            });
+        }
+        drop(io);
+        drop(tx);
+        let done: Vec<_> = rx.iter().collect();
+        assert_eq!(done.len(), 300);
+        assert!(done.iter().all(|d| d.result.is_ok()));
+    }
+}
+
+/// tmpfs refuses O_DIRECT before Linux 6.6 and takes it since: either way works.
+#[test]
+fn tmpfs_works_with_or_without_o_direct() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let file = Arc::new(DataFile::open(&dir.path().join("data")).unwrap());
+    for io in engines() {
+        io.run_all([(file.clone(), Op::Write, 0, block_of(9))])
+            .unwrap();
+        assert!(io.read(&file, 0).unwrap().0 == block_of(9).0);
+    }
+}
+
+#[test]
+fn auto_prefers_io_uring_and_reports_a_fallback() {
+    let io = Io::start(IoBackend::Auto).unwrap();
+    assert_eq!(io.is_uring(), io.fallback_reason().is_none());
+}
