@@ -26,6 +26,9 @@ pub enum Error {
     Corrupt(&'static str),
     /// Another handle holds the database directory.
     Locked,
+    /// An earlier write failed; the database refuses all operations until reopened,
+    /// and reopening yields its last durable state.
+    Poisoned,
     /// An I/O error; the database keeps its last durable state.
     #[cfg(feature = "std")]
     Io(std::io::Error),
@@ -50,6 +53,7 @@ impl fmt::Display for Error {
             Error::MalformedProof(why) => write!(f, "malformed proof: {why}"),
             Error::Corrupt(what) => write!(f, "corrupt data: {what}"),
             Error::Locked => f.write_str("database directory is in use by another handle"),
+            Error::Poisoned => f.write_str("a write failed earlier; reopen the database"),
             #[cfg(feature = "std")]
             Error::Io(e) => write!(f, "I/O error: {e}"),
         }

@@ -37,6 +37,9 @@ mod error;
 #[cfg(feature = "std")]
 #[allow(dead_code)] // Driven by the stores, which arrive next.
 mod io;
+#[cfg(feature = "std")]
+#[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.
+mod store;
 pub mod trie;
 
 pub use error::Error;

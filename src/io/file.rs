@@ -116,6 +116,9 @@ impl DataFile {
     }
 }
 
+const LOCK_ATTEMPTS: u32 = 40;
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Exclusive ownership of a database directory, held until dropped.
 pub(crate) struct DirLock {
     _file: File,
@@ -123,6 +126,9 @@ pub(crate) struct DirLock {
 
 impl DirLock {
     /// Locks `dir`, or fails with [`Error::Locked`] if another handle holds it.
+    ///
+    /// Retries for a moment first: a process forking in another thread briefly
+    /// shares the lock of a handle just closed, until the child execs.
     pub(crate) fn acquire(dir: &Path) -> Result<DirLock, Error> {
         let file = OpenOptions::new()
             .read(true)
@@ -130,10 +136,13 @@ impl DirLock {
             .create(true)
             .truncate(false)
             .open(dir.join("LOCK"))?;
-        match file.try_lock() {
-            Ok(()) => Ok(DirLock { _file: file }),
-            Err(TryLockError::WouldBlock) => Err(Error::Locked),
-            Err(TryLockError::Error(e)) => Err(e.into()),
+        for _ in 0..LOCK_ATTEMPTS {
+            match file.try_lock() {
+                Ok(()) => return Ok(DirLock { _file: file }),
+                Err(TryLockError::WouldBlock) => std::thread::sleep(LOCK_RETRY),
+                Err(TryLockError::Error(e)) => return Err(e.into()),
+            }
         }
+        Err(Error::Locked)
     }
 }

@@ -78,7 +78,7 @@ pub fn prefix(path: &KeyPath, depth: usize) -> KeyPath {
     let mut out = [0u8; 32];
     let full = depth / 8;
     out[..full].copy_from_slice(&path[..full]);
-    if depth % 8 != 0 {
+    if !depth.is_multiple_of(8) {
         out[full] = path[full] & !(0xffu8 >> (depth % 8));
     }
     out

@@ -1,0 +1,135 @@
+//! The meta record: which commit is durable, and where its WAL is. Two slots in the
+//! `meta` file alternate by sequence number, so a torn write of one leaves the
+//! other intact (layout in docs/format.md).
+
+use super::TARGETS;
+use crate::block::Block;
+use crate::trie::Node;
+use crate::Error;
+
+const MAGIC: &[u8; 8] = b"pagetrie";
+const VERSION: u32 = 1;
+const CHECKSUM: usize = 4088;
+
+/// The durable state of the database as one commit left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Meta {
+    /// Commits so far; 0 is the empty database.
+    pub(crate) seqno: u64,
+    pub(crate) root: Node,
+    /// Blocks of this commit's WAL (0: nothing to replay).
+    pub(crate) wal_blocks: u64,
+    /// Chained checksum of those WAL blocks.
+    pub(crate) wal_sum: u64,
+    /// Length in blocks of each target file after this commit.
+    pub(crate) lengths: [u64; TARGETS],
+    /// The same before it: the least a file can hold before the WAL is replayed.
+    pub(crate) prev_lengths: [u64; TARGETS],
+}
+
+impl Meta {
+    /// The slot this record is written to.
+    pub(crate) fn slot(&self) -> u64 {
+        self.seqno % 2
+    }
+
+    pub(crate) fn encode(&self) -> Box<Block> {
+        let mut b = Block::zeroed();
+        b.0[0..8].copy_from_slice(MAGIC);
+        b.0[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b.put_u64(16, self.seqno);
+        b.0[24..56].copy_from_slice(&self.root);
+        b.put_u64(56, self.wal_blocks);
+        b.put_u64(64, self.wal_sum);
+        for (i, len) in self.lengths.iter().chain(&self.prev_lengths).enumerate() {
+            b.put_u64(72 + 8 * i, *len);
+        }
+        let sum = b.checksum(CHECKSUM);
+        b.put_u64(CHECKSUM, sum);
+        b
+    }
+
+    /// `Ok(None)` for a slot never written (all zero); an error for anything else
+    /// that is not a valid record.
+    pub(crate) fn decode(b: &Block) -> Result<Option<Meta>, Error> {
+        if b.0.iter().all(|&x| x == 0) {
+            return Ok(None);
+        }
+        if &b.0[0..8] != MAGIC {
+            return Err(Error::Corrupt("meta record magic"));
+        }
+        if b.u64_at(CHECKSUM) != b.checksum(CHECKSUM) {
+            return Err(Error::Corrupt("meta record checksum"));
+        }
+        if b.0[8..12] != VERSION.to_le_bytes() {
+            return Err(Error::Corrupt("unknown meta format version"));
+        }
+        let mut lengths = [0u64; TARGETS];
+        let mut prev_lengths = [0u64; TARGETS];
+        for (i, len) in lengths.iter_mut().chain(&mut prev_lengths).enumerate() {
+            *len = b.u64_at(72 + 8 * i);
+        }
+        Ok(Some(Meta {
+            seqno: b.u64_at(16),
+            root: b.array(24),
+            wal_blocks: b.u64_at(56),
+            wal_sum: b.u64_at(64),
+            lengths,
+            prev_lengths,
+        }))
+    }
+
+    /// The durable record of the two slots: the valid one with the higher sequence
+    /// number. A torn slot is tolerated only beside a valid one.
+    pub(crate) fn choose(slots: [Result<Option<Meta>, Error>; 2]) -> Result<Option<Meta>, Error> {
+        match slots {
+            [Ok(a), Ok(b)] => Ok(a.into_iter().chain(b).max_by_key(|m| m.seqno)),
+            [Ok(Some(m)), Err(_)] | [Err(_), Ok(Some(m))] => Ok(Some(m)),
+            [Err(e), _] | [_, Err(e)] => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_checks() {
+        let m = Meta {
+            seqno: 7,
+            root: [3; 32],
+            wal_blocks: 4,
+            wal_sum: 99,
+            lengths: [1, 2, 3],
+            prev_lengths: [1, 1, 2],
+        };
+        let b = m.encode();
+        assert_eq!(Meta::decode(&b).unwrap(), Some(m));
+        assert_eq!(Meta::decode(&Block::zeroed()).unwrap(), None);
+        for byte in [0, 9, 16, 30, 60, 80, 100, 4090] {
+            let mut bad = b.clone();
+            bad.0[byte] ^= 0x10;
+            assert!(Meta::decode(&bad).is_err(), "byte {byte}");
+        }
+    }
+
+    #[test]
+    fn the_newer_valid_slot_wins() {
+        let a = Meta {
+            seqno: 4,
+            ..Meta::default()
+        };
+        let b = Meta {
+            seqno: 5,
+            ..Meta::default()
+        };
+        assert_eq!(Meta::choose([Ok(Some(a)), Ok(Some(b))]).unwrap(), Some(b));
+        assert_eq!(
+            Meta::choose([Ok(Some(a)), Err(Error::Corrupt("torn"))]).unwrap(),
+            Some(a)
+        );
+        assert!(Meta::choose([Ok(None), Err(Error::Corrupt("x"))]).is_err());
+        assert_eq!(Meta::choose([Ok(None), Ok(None)]).unwrap(), None);
+    }
+}

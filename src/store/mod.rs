@@ -1,0 +1,332 @@
+//! The storage engine's core: the database directory, its files, and the atomic
+//! commit of a batch of block writes (DESIGN.md section 5).
+//!
+//! A commit writes every changed block to the WAL and syncs it, writes the meta
+//! slot for the new sequence number and syncs it, then writes the blocks in place
+//! and syncs those files. Recovery on open replays a WAL that belongs to the
+//! durable meta record. Any I/O error on the way poisons the store: it refuses
+//! every operation until reopened, and reopening yields the last durable state.
+//!
+//! Owns files, the lock, the I/O engine and the commit protocol. Knows nothing of
+//! what pages and buckets mean: the page store and value store build on it.
+
+mod meta;
+#[cfg(test)]
+mod tests;
+mod wal;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+pub(crate) use meta::Meta;
+use wal::{Owner, Place};
+
+use crate::block::{Block, BLOCK_SIZE};
+use crate::io::{DataFile, DirLock, Io, IoBackend, Op};
+use crate::trie::{Node, TERMINATOR};
+use crate::Error;
+
+/// Number of files a commit writes in place.
+pub(crate) const TARGETS: usize = 3;
+
+/// A file a commit writes in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub(crate) enum Target {
+    /// Trie pages.
+    Pages = 0,
+    /// Value-store buckets.
+    Buckets = 1,
+    /// Values too large for a bucket.
+    Overflow = 2,
+}
+
+impl Target {
+    pub(crate) const ALL: [Target; TARGETS] = [Target::Pages, Target::Buckets, Target::Overflow];
+
+    fn from_u8(b: u8) -> Option<Target> {
+        Target::ALL.get(b as usize).copied()
+    }
+
+    fn file_name(self) -> &'static str {
+        match self {
+            Target::Pages => "pages",
+            Target::Buckets => "buckets",
+            Target::Overflow => "overflow",
+        }
+    }
+}
+
+/// One block a commit writes.
+pub(crate) struct BlockWrite {
+    pub(crate) target: Target,
+    pub(crate) index: u64,
+    pub(crate) block: Box<Block>,
+}
+
+/// Everything one commit changes.
+pub(crate) struct Batch {
+    pub(crate) root: Node,
+    pub(crate) writes: Vec<BlockWrite>,
+    /// Each target file's length in blocks after the commit.
+    pub(crate) lengths: [u64; TARGETS],
+}
+
+/// How to open a store.
+#[derive(Default)]
+pub(crate) struct StoreConfig {
+    pub(crate) backend: IoBackend,
+    /// Faults injected into every file (forces the thread-pool engine, whose I/O
+    /// goes through the files' own methods).
+    #[cfg(test)]
+    pub(crate) faults: Option<Arc<crate::io::faults::Faults>>,
+}
+
+/// An open database directory.
+pub(crate) struct Store {
+    io: Io,
+    targets: [Arc<DataFile>; TARGETS],
+    /// Commit `n` logs to `wals[n % 2]`, so a commit never overwrites the log of
+    /// the one before it: the durable meta record's log is always intact.
+    wals: [Arc<DataFile>; 2],
+    meta_file: Arc<DataFile>,
+    durable: RwLock<Meta>,
+    commit_lock: Mutex<()>,
+    poisoned: AtomicBool,
+    _lock: DirLock,
+}
+
+impl Store {
+    /// Opens (creating if absent) the database in `dir`, recovering the last durable
+    /// commit.
+    pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store, Error> {
+        std::fs::create_dir_all(dir)?;
+        let lock = DirLock::acquire(dir)?;
+        let open = |name: &str| -> Result<Arc<DataFile>, Error> {
+            #[allow(unused_mut)]
+            let mut file = DataFile::open(&dir.join(name))?;
+            #[cfg(test)]
+            {
+                file.faults = config.faults.clone();
+            }
+            Ok(Arc::new(file))
+        };
+        let meta_file = open("meta")?;
+        let wals = [open("wal0")?, open("wal1")?];
+        let targets = [
+            open(Target::Pages.file_name())?,
+            open(Target::Buckets.file_name())?,
+            open(Target::Overflow.file_name())?,
+        ];
+        #[cfg(test)]
+        let backend = match config.faults {
+            Some(_) => IoBackend::ThreadPool,
+            None => config.backend,
+        };
+        #[cfg(not(test))]
+        let backend = config.backend;
+        let io = Io::start(backend)?;
+        let meta = recover(&io, &meta_file, &wals, &targets)?;
+        Ok(Store {
+            io,
+            targets,
+            wals,
+            meta_file,
+            durable: RwLock::new(meta),
+            commit_lock: Mutex::new(()),
+            poisoned: AtomicBool::new(false),
+            _lock: lock,
+        })
+    }
+
+    /// The durable state.
+    pub(crate) fn meta(&self) -> Meta {
+        *self.durable.read()
+    }
+
+    /// The I/O engine, for reads that overlap other work.
+    pub(crate) fn io(&self) -> &Io {
+        &self.io
+    }
+
+    /// The file behind `target`.
+    pub(crate) fn file(&self, target: Target) -> &Arc<DataFile> {
+        &self.targets[target as usize]
+    }
+
+    /// Reads block `index` of `target` and waits for it.
+    pub(crate) fn read(&self, target: Target, index: u64) -> Result<Box<Block>, Error> {
+        self.check_usable()?;
+        Ok(self.io.read(self.file(target), index * BLOCK_SIZE as u64)?)
+    }
+
+    /// Makes `batch` the next durable commit: on `Ok` it survives any crash; on
+    /// `Err` the store is poisoned, and reopening yields either the state before
+    /// the batch or the state after it.
+    pub(crate) fn commit(&self, batch: Batch) -> Result<Meta, Error> {
+        let _one_at_a_time = self.commit_lock.lock();
+        self.check_usable()?;
+        let result = self.commit_locked(batch);
+        if result.is_err() {
+            self.poisoned.store(true, Ordering::SeqCst);
+        }
+        result
+    }
+
+    fn commit_locked(&self, batch: Batch) -> Result<Meta, Error> {
+        let prev = self.meta();
+        let seqno = prev.seqno + 1;
+        let wal = &self.wals[(seqno % 2) as usize];
+        let places: Vec<Place> = batch
+            .writes
+            .iter()
+            .map(|w| Place {
+                target: w.target,
+                index: w.index,
+            })
+            .collect();
+
+        // 1. The log: headers, then the blocks themselves; synced.
+        let mut log = wal::headers(seqno, &places);
+        let headers = log.len();
+        log.extend(batch.writes.into_iter().map(|w| w.block));
+        let wal_sum = wal::chained_sum(&log);
+        let wal_blocks = log.len() as u64;
+        let mut returned = self.io.run_all(
+            log.into_iter()
+                .enumerate()
+                .map(|(i, b)| (wal.clone(), Op::Write, (i * BLOCK_SIZE) as u64, b)),
+        )?;
+        wal.sync()?;
+
+        // 2. The meta record: from here on the commit is durable.
+        let meta = Meta {
+            seqno,
+            root: batch.root,
+            wal_blocks,
+            wal_sum,
+            lengths: batch.lengths,
+            prev_lengths: prev.lengths,
+        };
+        self.io.run_all([(
+            self.meta_file.clone(),
+            Op::Write,
+            meta.slot() * BLOCK_SIZE as u64,
+            meta.encode(),
+        )])?;
+        self.meta_file.sync()?;
+        *self.durable.write() = meta;
+
+        // 3. In place, reusing the blocks the log write handed back; synced before
+        // the next commit may overwrite the log.
+        let blocks = returned.split_off(headers);
+        apply(&self.io, &self.targets, &places, blocks)?;
+        Ok(meta)
+    }
+
+    fn check_usable(&self) -> Result<(), Error> {
+        if self.poisoned.load(Ordering::SeqCst) {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
+    }
+}
+
+/// Writes `blocks` to `places` and syncs every file written.
+fn apply(
+    io: &Io,
+    targets: &[Arc<DataFile>; TARGETS],
+    places: &[Place],
+    blocks: Vec<Box<Block>>,
+) -> Result<(), Error> {
+    io.run_all(places.iter().zip(blocks).map(|(p, b)| {
+        (
+            targets[p.target as usize].clone(),
+            Op::Write,
+            p.index * BLOCK_SIZE as u64,
+            b,
+        )
+    }))?;
+    for t in Target::ALL {
+        if places.iter().any(|p| p.target == t) {
+            targets[t as usize].sync()?;
+        }
+    }
+    Ok(())
+}
+
+/// Finds the durable meta record and replays its WAL, in case the crash cut its
+/// in-place writes short (replaying finished writes changes nothing). A directory
+/// with no meta record is a new database, unless its other files hold data.
+fn recover(
+    io: &Io,
+    meta_file: &Arc<DataFile>,
+    wals: &[Arc<DataFile>; 2],
+    targets: &[Arc<DataFile>; TARGETS],
+) -> Result<Meta, Error> {
+    let meta_blocks = meta_file.blocks()?;
+    let read_slot = |i: u64| -> Result<Option<Meta>, Error> {
+        if i >= meta_blocks {
+            return Ok(None);
+        }
+        Meta::decode(&*io.read(meta_file, i * BLOCK_SIZE as u64)?)
+    };
+    let Some(meta) = Meta::choose([read_slot(0), read_slot(1)])? else {
+        for t in targets.iter().chain(wals) {
+            if t.blocks()? > 0 {
+                return Err(Error::Corrupt("data files without a meta record"));
+            }
+        }
+        let fresh = Meta {
+            root: TERMINATOR,
+            ..Meta::default()
+        };
+        io.run_all([(meta_file.clone(), Op::Write, 0, fresh.encode())])?;
+        meta_file.sync()?;
+        return Ok(fresh);
+    };
+
+    // Applying a commit only writes within or past the lengths before it.
+    check_lengths(targets, &meta.prev_lengths)?;
+    if meta.wal_blocks > 0 {
+        let wal = &wals[(meta.seqno % 2) as usize];
+        if wal.blocks()? < meta.wal_blocks {
+            return Err(Error::Corrupt("WAL shorter than the meta record says"));
+        }
+        let log = io.run_all((0..meta.wal_blocks).map(|i| {
+            (
+                wal.clone(),
+                Op::Read,
+                i * BLOCK_SIZE as u64,
+                Block::zeroed(),
+            )
+        }))?;
+        if wal::chained_sum(&log) != meta.wal_sum {
+            return Err(Error::Corrupt("WAL checksum"));
+        }
+        let records = match wal::owner(&log[0]) {
+            Owner::Commit { seqno, records } if seqno == meta.seqno => records,
+            _ => return Err(Error::Corrupt("WAL belongs to another commit")),
+        };
+        let places = wal::places(&log, records)?;
+        let blocks = log.into_iter().skip(wal::header_blocks(records)).collect();
+        apply(io, targets, &places, blocks)?;
+    }
+    check_lengths(targets, &meta.lengths)?;
+    Ok(meta)
+}
+
+fn check_lengths(
+    targets: &[Arc<DataFile>; TARGETS],
+    lengths: &[u64; TARGETS],
+) -> Result<(), Error> {
+    for (t, len) in targets.iter().zip(lengths) {
+        if t.blocks()? < *len {
+            return Err(Error::Corrupt("data file shorter than committed"));
+        }
+    }
+    Ok(())
+}

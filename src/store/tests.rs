@@ -1,0 +1,382 @@
+//! The commit protocol under reopen, faults, power loss, SIGKILL and corruption.
+//!
+//! Commit `k` of the model writes a fixed set of blocks stamped with `k`, so the
+//! exact contents of every file after commit `s` are known, and a state that mixes
+//! two commits cannot pass for either.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Batch, BlockWrite, Store, StoreConfig, Target, TARGETS};
+use crate::block::Block;
+use crate::io::faults::Faults;
+use crate::io::IoBackend;
+use crate::Error;
+
+/// The blocks commit `k` writes.
+fn places_of(k: u64) -> Vec<(Target, u64)> {
+    vec![
+        (Target::Pages, k % 4),
+        (Target::Pages, 4 + k % 3),
+        (Target::Buckets, k % 5),
+        (Target::Overflow, k % 2),
+        (Target::Buckets, 5 + k % 300), // grows the file for a while, spreads the writes
+    ]
+}
+
+fn stamp(k: u64, target: Target, index: u64) -> Box<Block> {
+    let mut b = Block::zeroed();
+    for (i, chunk) in b.0.chunks_exact_mut(8).enumerate() {
+        let word = k ^ (target as u64) << 56 ^ index << 32 ^ (i as u64).wrapping_mul(0x9e37_79b9);
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    b
+}
+
+fn root_of(k: u64) -> [u8; 32] {
+    *blake3::hash(&k.to_le_bytes()).as_bytes()
+}
+
+/// File lengths after commit `s`.
+fn lengths_after(s: u64) -> [u64; TARGETS] {
+    let mut lengths = [0u64; TARGETS];
+    for k in 1..=s {
+        for (t, i) in places_of(k) {
+            lengths[t as usize] = lengths[t as usize].max(i + 1);
+        }
+    }
+    lengths
+}
+
+fn batch(k: u64) -> Batch {
+    let writes = places_of(k)
+        .into_iter()
+        .map(|(target, index)| BlockWrite {
+            target,
+            index,
+            block: stamp(k, target, index),
+        })
+        .collect();
+    Batch {
+        root: root_of(k),
+        writes,
+        lengths: lengths_after(k),
+    }
+}
+
+/// Asserts the store holds exactly the state after commit `s`.
+fn assert_state(store: &Store, s: u64) {
+    let meta = store.meta();
+    assert_eq!(meta.seqno, s);
+    assert_eq!(meta.root, if s == 0 { [0; 32] } else { root_of(s) });
+    assert_eq!(meta.lengths, lengths_after(s));
+    let mut last_writer = std::collections::HashMap::new();
+    for k in 1..=s {
+        for p in places_of(k) {
+            last_writer.insert(p, k);
+        }
+    }
+    for ((target, index), k) in last_writer {
+        let block = store.read(target, index).unwrap();
+        assert!(
+            block.0 == stamp(k, target, index).0,
+            "state {s}: {target:?} block {index} is not commit {k}'s"
+        );
+    }
+}
+
+fn open(dir: &Path) -> Store {
+    Store::open(dir, StoreConfig::default()).unwrap()
+}
+
+#[test]
+fn commits_survive_reopen_on_both_engines() {
+    for backend in [IoBackend::ThreadPool, IoBackend::IoUring] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            StoreConfig {
+                backend,
+                ..StoreConfig::default()
+            },
+        )
+        .unwrap();
+        assert_state(&store, 0);
+        for k in 1..=20 {
+            store.commit(batch(k)).unwrap();
+        }
+        assert_state(&store, 20);
+        drop(store);
+        assert_state(&open(dir.path()), 20);
+    }
+}
+
+#[test]
+fn a_directory_has_one_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    assert!(matches!(
+        Store::open(dir.path(), StoreConfig::default()),
+        Err(Error::Locked)
+    ));
+    drop(store);
+    open(dir.path());
+}
+
+/// Writes in one commit of the model: the WAL (1 header + 5 data), the meta
+/// record, then 5 in-place blocks.
+const WRITES_PER_COMMIT: u64 = 12;
+/// Writes before the meta record is synced: once it is, the commit is durable.
+const WRITES_BEFORE_DURABLE: u64 = 7;
+
+#[test]
+fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
+    let mut cases = 0;
+    for fail_at in 0..WRITES_PER_COMMIT {
+        for short in [false, true] {
+            for power_loss_seed in [None, Some(fail_at * 31 + 7)] {
+                let dir = tempfile::tempdir().unwrap();
+                let faults = Arc::new(Faults::none());
+                let config = StoreConfig {
+                    faults: Some(faults.clone()),
+                    ..StoreConfig::default()
+                };
+                let store = Store::open(dir.path(), config).unwrap();
+                for k in 1..=3 {
+                    store.commit(batch(k)).unwrap();
+                }
+                faults.short_writes.store(short, Ordering::SeqCst);
+                faults.writes_left.store(fail_at, Ordering::SeqCst);
+                assert!(
+                    store.commit(batch(4)).is_err(),
+                    "fault at write {fail_at} unnoticed"
+                );
+                assert!(matches!(store.commit(batch(4)), Err(Error::Poisoned)));
+                assert!(matches!(store.read(Target::Pages, 0), Err(Error::Poisoned)));
+                let files: Vec<_> = store
+                    .targets
+                    .iter()
+                    .chain(&store.wals)
+                    .chain([&store.meta_file])
+                    .map(|f| &**f)
+                    .collect();
+                faults.lose_power(&files, power_loss_seed).unwrap();
+                drop(files);
+                drop(store);
+                let reopened = open(dir.path());
+                let s = reopened.meta().seqno;
+                // Durable exactly when the meta record was written and synced.
+                let expected = if fail_at < WRITES_BEFORE_DURABLE {
+                    3
+                } else {
+                    4
+                };
+                assert_eq!(
+                    s, expected,
+                    "fail_at {fail_at} short {short} seed {power_loss_seed:?}"
+                );
+                assert_state(&reopened, s);
+                reopened.commit(batch(s + 1)).unwrap();
+                assert_state(&reopened, s + 1);
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, WRITES_PER_COMMIT * 4);
+}
+
+#[test]
+fn failed_syncs_and_reads_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::none());
+    let store = Store::open(
+        dir.path(),
+        StoreConfig {
+            faults: Some(faults.clone()),
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    store.commit(batch(1)).unwrap();
+    faults.fail_reads.store(true, Ordering::SeqCst);
+    assert!(store.read(Target::Pages, 1).is_err());
+    faults.fail_reads.store(false, Ordering::SeqCst);
+    faults.fail_syncs.store(true, Ordering::SeqCst);
+    assert!(store.commit(batch(2)).is_err());
+    assert!(matches!(store.commit(batch(2)), Err(Error::Poisoned)));
+    drop(store);
+    // The WAL sync failed, so the meta record was never written: state 1.
+    assert_state(&open(dir.path()), 1);
+}
+
+const CHILD_ENV: &str = "PAGETRIE_CRASH_CHILD_DIR";
+
+/// Not a test on its own: the process `crash_loop` starts and kills. It commits
+/// the model's batches forever, printing each sequence number once durable.
+#[test]
+#[ignore = "child process of kills_at_random_moments_never_mix_commits"]
+fn crash_child() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let backend = match std::env::var("PAGETRIE_CRASH_BACKEND").as_deref() {
+        Ok("threads") => IoBackend::ThreadPool,
+        _ => IoBackend::Auto,
+    };
+    let store = Store::open(
+        Path::new(&dir),
+        StoreConfig {
+            backend,
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    let mut k = store.meta().seqno;
+    loop {
+        k += 1;
+        store.commit(batch(k)).unwrap();
+        println!("committed {k}");
+    }
+}
+
+#[test]
+fn kills_at_random_moments_never_mix_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut acked = 0;
+    let kills = 50;
+    for kill in 0..kills {
+        let mut child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "store::tests::crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, dir.path())
+            .env(
+                "PAGETRIE_CRASH_BACKEND",
+                if kill % 2 == 0 { "threads" } else { "auto" },
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| {
+                    l.strip_prefix("committed ")
+                        .and_then(|n| n.parse::<u64>().ok())
+                })
+                .last()
+        });
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(20 + rng % 150));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        if let Some(last) = reader.join().unwrap() {
+            acked = last;
+        }
+        let store = open(dir.path());
+        let s = store.meta().seqno;
+        assert!(
+            s == acked || s == acked + 1,
+            "kill {kill}: acknowledged {acked}, reopened at {s}"
+        );
+        assert_state(&store, s);
+        acked = s;
+    }
+    assert!(
+        acked > kills,
+        "the child made too little progress to mean anything: {acked}"
+    );
+}
+
+/// Files of a small committed database, for the corruption tests.
+fn small_database(dir: &Path) {
+    let store = open(dir);
+    for k in 1..=8 {
+        store.commit(batch(k)).unwrap();
+    }
+}
+
+const FILES: [&str; 6] = ["meta", "wal0", "wal1", "pages", "buckets", "overflow"];
+
+#[test]
+fn truncated_zeroed_or_garbage_files_are_errors() {
+    for name in FILES {
+        for damage in ["truncate", "zero", "garbage"] {
+            let dir = tempfile::tempdir().unwrap();
+            small_database(dir.path());
+            let path = dir.path().join(name);
+            let len = std::fs::metadata(&path).unwrap().len();
+            match damage {
+                "truncate" => {
+                    std::fs::write(&path, &std::fs::read(&path).unwrap()[..(len / 3) as usize])
+                        .unwrap()
+                }
+                "zero" => std::fs::write(&path, vec![0u8; len as usize]).unwrap(),
+                _ => std::fs::write(
+                    &path,
+                    (0..len).map(|i| (i * 7 + 3) as u8).collect::<Vec<_>>(),
+                )
+                .unwrap(),
+            }
+            // Damage to a file the last commit fully wrote may go unseen at open
+            // (it is checked when its blocks are read); the open itself must not panic,
+            // and damage to the meta record, or a truncated data file, must be an error.
+            let result = Store::open(dir.path(), StoreConfig::default());
+            if name == "meta"
+                || (damage == "truncate" && !name.starts_with("wal"))
+                || name == "wal0"
+            {
+                assert!(result.is_err(), "{damage} {name} went unnoticed");
+            }
+        }
+    }
+}
+
+#[test]
+fn random_byte_flips_never_panic_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    small_database(dir.path());
+    let pristine: Vec<Vec<u8>> = FILES
+        .iter()
+        .map(|f| std::fs::read(dir.path().join(f)).unwrap())
+        .collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..200 {
+        let mut files = pristine.clone();
+        for _ in 0..1 + round % 8 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let f = (rng % FILES.len() as u64) as usize;
+            if !files[f].is_empty() {
+                let at = (rng >> 8) as usize % files[f].len();
+                files[f][at] ^= 1 << ((rng >> 40) % 8);
+            }
+        }
+        for (name, bytes) in FILES.iter().zip(&files) {
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        if let Ok(store) = Store::open(dir.path(), StoreConfig::default()) {
+            for t in Target::ALL {
+                for i in 0..store.meta().lengths[t as usize] {
+                    let _ = store.read(t, i);
+                }
+            }
+        }
+    }
+}
