@@ -38,6 +38,9 @@ mod error;
 #[allow(dead_code)] // Driven by the stores, which arrive next.
 mod io;
 #[cfg(feature = "std")]
+#[allow(dead_code)] // Driven by the commit pipeline, which arrives with the Db.
+mod page_store;
+#[cfg(feature = "std")]
 #[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.
 mod store;
 pub mod trie;
