@@ -76,7 +76,7 @@ fn random_changes_match_a_model_across_reopens() {
             rng ^= rng >> 7;
             rng ^= rng << 17;
             let id = universe[(rng % universe.len() as u64) as usize];
-            changes.insert(id, (rng >> 32) % 3 != 0);
+            changes.insert(id, !(rng >> 32).is_multiple_of(3));
         }
         let changes: Vec<_> = changes
             .into_iter()
