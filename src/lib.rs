@@ -44,6 +44,9 @@ mod page_store;
 #[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.
 mod store;
 pub mod trie;
+#[cfg(feature = "std")]
+#[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.
+mod value_store;
 
 pub use error::Error;
 #[cfg(feature = "std")]

@@ -22,31 +22,14 @@ use parking_lot::RwLock;
 use cache::PageCache;
 use index::SlotIndex;
 
-use crate::block::{Block, BLOCK_SIZE};
-use crate::io::Op;
-use crate::store::{BlockWrite, Store, Target};
+use crate::block::Block;
+use crate::store::{free_mark, is_free_mark, BlockWrite, Store, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
 
-const FREE_MAGIC: &[u8; 8] = b"ptfree\0\0";
-const CHECKSUM: usize = BLOCK_SIZE - 8;
 /// Blocks read per batch when scanning the file at open.
 const SCAN_BATCH: u64 = 1024;
-
-/// The block that marks a slot free.
-fn free_block(seqno: u64) -> Box<Block> {
-    let mut b = Block::zeroed();
-    b.0[..8].copy_from_slice(FREE_MAGIC);
-    b.put_u64(8, seqno);
-    let sum = b.checksum(CHECKSUM);
-    b.put_u64(CHECKSUM, sum);
-    b
-}
-
-fn is_free_block(b: &Block) -> bool {
-    &b.0[..8] == FREE_MAGIC && b.u64_at(CHECKSUM) == b.checksum(CHECKSUM)
-}
 
 /// Changes to pages, to be committed together.
 pub(crate) struct PagePlan {
@@ -86,20 +69,12 @@ impl PageStore {
             length,
         };
         let cache = PageCache::new(cache_pages);
-        let file = store.file(Target::Pages);
         let mut seen = std::collections::HashSet::new();
         for start in (0..length).step_by(SCAN_BATCH as usize) {
             let end = (start + SCAN_BATCH).min(length);
-            let blocks = store.io().run_all((start..end).map(|i| {
-                (
-                    file.clone(),
-                    Op::Read,
-                    i * BLOCK_SIZE as u64,
-                    Block::zeroed(),
-                )
-            }))?;
+            let blocks = store.read_blocks(Target::Pages, start..end)?;
             for (slot, block) in (start..end).zip(blocks) {
-                if is_free_block(&block) {
+                if is_free_mark(&block) {
                     slots.free.push(slot as u32);
                     continue;
                 }
@@ -190,7 +165,7 @@ impl PageStore {
                     plan.writes.push(BlockWrite {
                         target: Target::Pages,
                         index: slot as u64,
-                        block: free_block(seqno),
+                        block: free_mark(seqno),
                     });
                     plan.freed.push((id, slot));
                 }

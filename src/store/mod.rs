@@ -60,6 +60,25 @@ impl Target {
     }
 }
 
+const FREE_MAGIC: &[u8; 8] = b"ptfree\0\0";
+const FREE_CHECKSUM: usize = BLOCK_SIZE - 8;
+
+/// The block that marks a slot of a target file free, written by commit `seqno`.
+/// Stores rebuild their free lists from these at open.
+pub(crate) fn free_mark(seqno: u64) -> Box<Block> {
+    let mut b = Block::zeroed();
+    b.0[..8].copy_from_slice(FREE_MAGIC);
+    b.put_u64(8, seqno);
+    let sum = b.checksum(FREE_CHECKSUM);
+    b.put_u64(FREE_CHECKSUM, sum);
+    b
+}
+
+/// Whether `b` is a [`free_mark`].
+pub(crate) fn is_free_mark(b: &Block) -> bool {
+    &b.0[..8] == FREE_MAGIC && b.u64_at(FREE_CHECKSUM) == b.checksum(FREE_CHECKSUM)
+}
+
 /// One block a commit writes.
 pub(crate) struct BlockWrite {
     pub(crate) target: Target,
@@ -163,6 +182,24 @@ impl Store {
         Ok(self.io.read(self.file(target), index * BLOCK_SIZE as u64)?)
     }
 
+    /// Reads blocks `indices` of `target` concurrently, returned in the same order.
+    pub(crate) fn read_blocks(
+        &self,
+        target: Target,
+        indices: impl IntoIterator<Item = u64>,
+    ) -> Result<Vec<Box<Block>>, Error> {
+        self.check_usable()?;
+        let file = self.file(target);
+        Ok(self.io.run_all(indices.into_iter().map(|i| {
+            (
+                file.clone(),
+                Op::Read,
+                i * BLOCK_SIZE as u64,
+                Block::zeroed(),
+            )
+        }))?)
+    }
+
     /// Makes `batch` the next durable commit: on `Ok` it survives any crash; on
     /// `Err` the store is poisoned, and reopening yields either the state before
     /// the batch or the state after it.
@@ -176,7 +213,20 @@ impl Store {
         result
     }
 
-    fn commit_locked(&self, batch: Batch) -> Result<Meta, Error> {
+    fn commit_locked(&self, mut batch: Batch) -> Result<Meta, Error> {
+        // In-place writes run concurrently, so a block written twice keeps only
+        // its last write.
+        let mut last = std::collections::HashMap::with_capacity(batch.writes.len());
+        for (i, w) in batch.writes.iter().enumerate() {
+            last.insert((w.target, w.index), i);
+        }
+        if last.len() < batch.writes.len() {
+            let mut i = 0;
+            batch.writes.retain(|w| {
+                i += 1;
+                last[&(w.target, w.index)] == i - 1
+            });
+        }
         let prev = self.meta();
         let seqno = prev.seqno + 1;
         let wal = &self.wals[(seqno % 2) as usize];

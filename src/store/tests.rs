@@ -116,6 +116,29 @@ fn commits_survive_reopen_on_both_engines() {
 }
 
 #[test]
+fn a_block_written_twice_in_one_commit_keeps_the_last_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let writes = (0..50)
+        .map(|k| BlockWrite {
+            target: Target::Pages,
+            index: k % 3,
+            block: stamp(k, Target::Pages, k % 3),
+        })
+        .collect();
+    store
+        .commit(Batch {
+            root: [1; 32],
+            writes,
+            lengths: [3, 0, 0],
+        })
+        .unwrap();
+    for (index, k) in [(0, 48), (1, 49), (2, 47)] {
+        assert!(store.read(Target::Pages, index).unwrap().0 == stamp(k, Target::Pages, index).0);
+    }
+}
+
+#[test]
 fn a_directory_has_one_owner() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());

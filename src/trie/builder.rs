@@ -3,7 +3,9 @@
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 
-use super::node::{bit, hash_internal, hash_leaf, KeyPath, Node, ValueHash, TERMINATOR};
+use super::node::{
+    bit, common_prefix_len, hash_internal, hash_leaf, word, KeyPath, Node, ValueHash, TERMINATOR,
+};
 use crate::Error;
 
 /// Receives every non-terminator node the builder creates, so a caller can store it.
@@ -75,23 +77,6 @@ pub(crate) fn build_subtree(
         join_before = join_after;
     }
     TERMINATOR
-}
-
-/// How many leading bits `a` and `b` share.
-fn common_prefix_len(a: &KeyPath, b: &KeyPath) -> usize {
-    for (i, (x, y)) in a.chunks_exact(8).zip(b.chunks_exact(8)).enumerate() {
-        let diff = u64::from_be_bytes(word(x)) ^ u64::from_be_bytes(word(y));
-        if diff != 0 {
-            return i * 64 + diff.leading_zeros() as usize;
-        }
-    }
-    256
-}
-
-fn word(bytes: &[u8]) -> [u8; 8] {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(bytes);
-    w
 }
 
 /// Root of the trie holding `entries`, given in any order.

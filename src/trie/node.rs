@@ -84,6 +84,23 @@ pub fn prefix(path: &KeyPath, depth: usize) -> KeyPath {
     out
 }
 
+/// How many leading bits `a` and `b` share (256 if equal).
+pub(crate) fn common_prefix_len(a: &KeyPath, b: &KeyPath) -> usize {
+    for (i, (x, y)) in a.chunks_exact(8).zip(b.chunks_exact(8)).enumerate() {
+        let diff = u64::from_be_bytes(word(x)) ^ u64::from_be_bytes(word(y));
+        if diff != 0 {
+            return i * 64 + diff.leading_zeros() as usize;
+        }
+    }
+    256
+}
+
+pub(crate) fn word(bytes: &[u8]) -> [u8; 8] {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(bytes);
+    w
+}
+
 /// Whether `a` and `b` agree on their first `depth` bits.
 pub fn shares_prefix(a: &KeyPath, b: &KeyPath, depth: usize) -> bool {
     prefix(a, depth) == prefix(b, depth)

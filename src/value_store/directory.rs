@@ -1,0 +1,109 @@
+//! Which bucket holds a key, and whether it may: the value store's RAM summary.
+//!
+//! Buckets hold contiguous key ranges; the directory maps each bucket's smallest
+//! key to its slot and a 16-bit fingerprint per entry. A key belongs to the bucket
+//! with the greatest smallest-key not above it (the first bucket for keys below
+//! all), so every key has exactly one bucket and a lookup costs no I/O; a key
+//! whose fingerprint the bucket lacks is absent without a read.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use super::bucket::Entry;
+use crate::trie::KeyPath;
+
+pub(super) struct BucketMeta {
+    pub(super) slot: u32,
+    fingerprints: Box<[u16]>,
+}
+
+pub(super) struct Directory {
+    map: BTreeMap<KeyPath, BucketMeta>,
+    seed: u64,
+    entries: usize,
+}
+
+impl Directory {
+    pub(super) fn new(seed: u64) -> Directory {
+        Directory {
+            map: BTreeMap::new(),
+            seed,
+            entries: 0,
+        }
+    }
+
+    fn fingerprint(&self, key: &KeyPath) -> u16 {
+        twox_hash::XxHash3_64::oneshot_with_seed(self.seed, key) as u16
+    }
+
+    /// Entries in all buckets.
+    pub(super) fn entries(&self) -> usize {
+        self.entries
+    }
+
+    pub(super) fn buckets(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Bytes of RAM the summary takes, counting B-tree overhead at 1.5x.
+    pub(super) fn ram_bytes(&self) -> usize {
+        let per_bucket = (32 + std::mem::size_of::<BucketMeta>()) * 3 / 2 + 16;
+        self.map.len() * per_bucket + self.entries * 2
+    }
+
+    /// The bucket `key` belongs to: its smallest key and summary.
+    pub(super) fn bucket_of(&self, key: &KeyPath) -> Option<(&KeyPath, &BucketMeta)> {
+        self.map
+            .range::<KeyPath, _>(..=key)
+            .next_back()
+            .or_else(|| self.map.iter().next())
+    }
+
+    /// The bucket after the one whose smallest key is `min`: smallest key and slot.
+    pub(super) fn successor(&self, min: &KeyPath) -> Option<(KeyPath, u32)> {
+        self.map
+            .range::<KeyPath, _>((Bound::Excluded(min), Bound::Unbounded))
+            .next()
+            .map(|(k, meta)| (*k, meta.slot))
+    }
+
+    /// Whether `meta`'s bucket may hold `key` (false: it certainly does not).
+    pub(super) fn may_hold(&self, meta: &BucketMeta, key: &KeyPath) -> bool {
+        let fp = self.fingerprint(key);
+        meta.fingerprints.contains(&fp)
+    }
+
+    /// Buckets that may hold keys starting with the first `depth` bits of `prefix`
+    /// (which has every later bit zero), in key order.
+    pub(super) fn overlapping(&self, prefix: &KeyPath, depth: usize) -> Vec<u32> {
+        let first = self.bucket_of(prefix).map(|(min, meta)| (*min, meta.slot));
+        let later = self
+            .map
+            .range::<KeyPath, _>((Bound::Excluded(prefix), Bound::Unbounded))
+            .take_while(|(min, _)| crate::trie::shares_prefix(min, prefix, depth))
+            .map(|(min, meta)| (*min, meta.slot));
+        let mut slots: Vec<(KeyPath, u32)> = first.into_iter().chain(later).collect();
+        slots.dedup();
+        slots.into_iter().map(|(_, slot)| slot).collect()
+    }
+
+    /// Adds the bucket in `slot` holding `entries` (non-empty, sorted).
+    pub(super) fn insert(&mut self, slot: u32, entries: &[Entry]) {
+        let fingerprints = entries.iter().map(|e| self.fingerprint(&e.key)).collect();
+        self.entries += entries.len();
+        self.map
+            .insert(entries[0].key, BucketMeta { slot, fingerprints });
+    }
+
+    /// Drops the bucket whose smallest key is `min`.
+    pub(super) fn remove(&mut self, min: &KeyPath) {
+        if let Some(meta) = self.map.remove(min) {
+            self.entries -= meta.fingerprints.len();
+        }
+    }
+
+    /// Smallest keys of adjacent buckets, in order: for checks at open.
+    pub(super) fn mins(&self) -> impl Iterator<Item = &KeyPath> {
+        self.map.keys()
+    }
+}

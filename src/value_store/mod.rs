@@ -1,0 +1,448 @@
+//! The value store (DESIGN.md section 3): every key's value in the `buckets` file,
+//! 4 KiB buckets of entries sorted by key, each bucket one contiguous key range.
+//!
+//! A RAM directory finds a key's bucket with no I/O and a fingerprint summary says
+//! when a key is absent, so a read costs one bucket read, or none. A bucket that
+//! outgrows its block splits at the first bit where its keys differ, however many
+//! leading bits they share, so clustered or adversarial keys cannot build chains;
+//! splits append buckets or reuse free ones, and buckets emptied by deletes are
+//! freed. Ranges split at bit boundaries, so all keys under a prefix at least as
+//! deep as the buckets come from one bucket read: how the trie rebuilds elided
+//! pages and finds leaf preimages. Values longer than [`INLINE_MAX`] live in the
+//! `overflow` file; their bucket entry keeps the value hash.
+//!
+//! Owns buckets, the directory and overflow space. Knows nothing of the trie: it
+//! stores keys and values, and answers prefix queries.
+
+mod bucket;
+mod directory;
+mod overflow;
+#[cfg(test)]
+mod tests;
+
+use parking_lot::RwLock;
+
+pub(crate) use bucket::INLINE_MAX;
+use bucket::{Entry, Stored, PAYLOAD};
+use directory::Directory;
+use overflow::Extents;
+
+use crate::block::Block;
+use crate::store::{free_mark, is_free_mark, BlockWrite, Store, Target};
+use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
+use crate::Error;
+
+/// Blocks read per batch when scanning the file at open.
+const SCAN_BATCH: u64 = 1024;
+
+struct State {
+    dir: Directory,
+    free_slots: Vec<u32>,
+    buckets_len: u64,
+    extents: Extents,
+}
+
+/// Changes to values, to be committed together.
+pub(crate) struct ValuePlan {
+    /// The blocks to commit.
+    pub(crate) writes: Vec<BlockWrite>,
+    /// The buckets and overflow files' lengths in blocks afterwards.
+    pub(crate) buckets_len: u64,
+    pub(crate) overflow_len: u64,
+    removed: Vec<KeyPath>,
+    added: Vec<(u32, Vec<Entry>)>,
+    free_slots: Vec<u32>,
+    /// Slots this plan frees: reusable only by later commits.
+    freed_slots: Vec<u32>,
+    extents: Extents,
+    released: Vec<(u64, u64)>,
+}
+
+/// Keys and values on disk, with the RAM directory.
+///
+/// One writer: plan a commit, commit it, publish it (or drop the plan after a
+/// failed commit, which poisons the store) before planning the next.
+pub(crate) struct ValueStore {
+    state: RwLock<State>,
+}
+
+impl ValueStore {
+    /// Scans the buckets of `store` and builds the directory and free space.
+    pub(crate) fn open(store: &Store, seed: u64) -> Result<ValueStore, Error> {
+        let meta = store.meta();
+        let buckets_len = meta.lengths[Target::Buckets as usize];
+        let mut state = State {
+            dir: Directory::new(seed),
+            free_slots: Vec::new(),
+            buckets_len,
+            extents: Extents::default(),
+        };
+        let mut used_extents = Vec::new();
+        let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
+        for start in (0..buckets_len).step_by(SCAN_BATCH as usize) {
+            let count = (buckets_len - start).min(SCAN_BATCH);
+            for (i, block) in store
+                .read_blocks(Target::Buckets, start..start + count)?
+                .iter()
+                .enumerate()
+            {
+                if is_free_mark(block) {
+                    state.free_slots.push((start + i as u64) as u32);
+                    continue;
+                }
+                let entries = bucket::decode(block)?;
+                let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+                    return Err(Error::Corrupt("empty bucket"));
+                };
+                ranges.push((first.key, last.key));
+                for e in &entries {
+                    if let Stored::Overflow { len, start, .. } = e.stored {
+                        used_extents.push((start, overflow::blocks_for(len as usize)));
+                    }
+                }
+                state.dir.insert((start + i as u64) as u32, &entries);
+            }
+        }
+        ranges.sort_unstable();
+        if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != state.dir.buckets() {
+            return Err(Error::Corrupt("buckets overlap"));
+        }
+        state.extents = Extents::from_used(used_extents, meta.lengths[Target::Overflow as usize])?;
+        Ok(ValueStore {
+            state: RwLock::new(state),
+        })
+    }
+
+    /// Keys stored.
+    pub(crate) fn len(&self) -> usize {
+        self.state.read().dir.entries()
+    }
+
+    /// Buckets in use.
+    pub(crate) fn buckets(&self) -> usize {
+        self.state.read().dir.buckets()
+    }
+
+    /// Bytes of RAM the directory and summaries take.
+    pub(crate) fn ram_bytes(&self) -> usize {
+        self.state.read().dir.ram_bytes()
+    }
+
+    /// The slot of the bucket that may hold `key`, or `None` if `key` is certainly
+    /// absent.
+    fn slot_for(&self, key: &KeyPath) -> Option<u32> {
+        let state = self.state.read();
+        let (_, meta) = state.dir.bucket_of(key)?;
+        state.dir.may_hold(meta, key).then_some(meta.slot)
+    }
+
+    fn entry(&self, store: &Store, key: &KeyPath) -> Result<Option<Entry>, Error> {
+        let Some(slot) = self.slot_for(key) else {
+            return Ok(None);
+        };
+        let entries = bucket::decode(&*store.read(Target::Buckets, slot as u64)?)?;
+        Ok(entries
+            .binary_search_by(|e| e.key.cmp(key))
+            .ok()
+            .map(|i| entries[i].clone()))
+    }
+
+    /// The value of `key`.
+    pub(crate) fn get(&self, store: &Store, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        match self.entry(store, key)? {
+            None => Ok(None),
+            Some(Entry {
+                stored: Stored::Inline(v),
+                ..
+            }) => Ok(Some(v)),
+            Some(Entry {
+                stored: Stored::Overflow { len, hash, start },
+                ..
+            }) => overflow::read(store, len, &hash, start).map(Some),
+        }
+    }
+
+    /// Every key starting with the first `depth` bits of `path`, with its value
+    /// hash, in key order.
+    pub(crate) fn entries_with_prefix(
+        &self,
+        store: &Store,
+        path: &KeyPath,
+        depth: usize,
+    ) -> Result<Vec<(KeyPath, ValueHash)>, Error> {
+        let start = prefix(path, depth);
+        let slots = self.state.read().dir.overlapping(&start, depth);
+        let mut out = Vec::new();
+        for slot in slots {
+            for e in bucket::decode(&*store.read(Target::Buckets, slot as u64)?)? {
+                if shares_prefix(&e.key, &start, depth) {
+                    out.push((e.key, e.stored.value_hash()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Plans commit `seqno`'s changes (sorted by key, each key once; `None`
+    /// deletes). Nothing changes until [`ValueStore::publish`].
+    pub(crate) fn plan(
+        &self,
+        store: &Store,
+        changes: &[(KeyPath, Option<Vec<u8>>)],
+        seqno: u64,
+    ) -> Result<ValuePlan, Error> {
+        crate::trie::check_strictly_sorted(changes.iter().map(|(k, _)| k))?;
+        let state = self.state.read();
+        let mut plan = ValuePlan {
+            writes: Vec::new(),
+            buckets_len: state.buckets_len,
+            overflow_len: 0,
+            removed: Vec::new(),
+            added: Vec::new(),
+            free_slots: state.free_slots.clone(),
+            freed_slots: Vec::new(),
+            extents: state.extents.clone(),
+            released: Vec::new(),
+        };
+        // Every bucket with changes, read at once.
+        let mut touched: Vec<u32> = changes
+            .iter()
+            .filter_map(|(k, _)| state.dir.bucket_of(k).map(|(_, meta)| meta.slot))
+            .collect();
+        touched.dedup();
+        let blocks = store.read_blocks(Target::Buckets, touched.iter().map(|&s| s as u64))?;
+        let mut read: std::collections::HashMap<u32, Box<Block>> =
+            touched.into_iter().zip(blocks).collect();
+
+        // Buckets are rewritten in runs of adjacent ones, so that a bucket left
+        // nearly empty merges with the next, and one overflowing can share with it.
+        let mut run = Run::default();
+        let mut i = 0;
+        while i < changes.len() {
+            // The changes that fall in one bucket (or in the empty store).
+            let bucket = state
+                .dir
+                .bucket_of(&changes[i].0)
+                .map(|(min, meta)| (*min, meta.slot));
+            let mut j = i + 1;
+            while j < changes.len()
+                && state.dir.bucket_of(&changes[j].0).map(|(min, _)| *min) == bucket.map(|b| b.0)
+            {
+                j += 1;
+            }
+            if let (Some(last), Some((min, _))) = (run.last, bucket) {
+                if state.dir.successor(&last).map(|s| s.0) != Some(min) {
+                    plan.flush(&mut run, store, &state.dir, seqno, None)?;
+                }
+            }
+            let old = match bucket {
+                Some((min, slot)) => {
+                    run.take(min, slot);
+                    let block = read
+                        .remove(&slot)
+                        .ok_or(Error::Corrupt("bucket listed twice"))?;
+                    bucket::decode(&block)?
+                }
+                None => Vec::new(),
+            };
+            let merged = plan.merge(old, &changes[i..j]);
+            run.entries.extend(merged);
+            let next_changed = changes
+                .get(j)
+                .and_then(|(k, _)| state.dir.bucket_of(k))
+                .map(|(min, _)| *min);
+            if !run.is_small() || run.last.is_none() {
+                plan.flush(&mut run, store, &state.dir, seqno, next_changed)?;
+            }
+            i = j;
+        }
+        plan.flush(&mut run, store, &state.dir, seqno, None)?;
+        plan.overflow_len = plan.extents.len;
+        Ok(plan)
+    }
+
+    /// Makes a committed plan visible.
+    pub(crate) fn publish(&self, plan: ValuePlan) {
+        let mut state = self.state.write();
+        for min in &plan.removed {
+            state.dir.remove(min);
+        }
+        for (slot, entries) in &plan.added {
+            state.dir.insert(*slot, entries);
+        }
+        state.free_slots = plan.free_slots;
+        state.free_slots.extend(plan.freed_slots);
+        state.buckets_len = plan.buckets_len;
+        state.extents = plan.extents;
+        // Freed only now: until the commit was durable, readers could still want them.
+        for (start, blocks) in plan.released {
+            state.extents.release(start, blocks);
+        }
+    }
+}
+
+impl ValuePlan {
+    /// `old` (a bucket's entries) with `changes` applied; overflow space for new
+    /// long values is allocated, and the space of replaced ones released at publish.
+    fn merge(&mut self, old: Vec<Entry>, changes: &[(KeyPath, Option<Vec<u8>>)]) -> Vec<Entry> {
+        let mut out = Vec::with_capacity(old.len() + changes.len());
+        let mut old = old.into_iter().peekable();
+        for (key, value) in changes {
+            while let Some(e) = old.next_if(|e| e.key < *key) {
+                out.push(e);
+            }
+            if let Some(replaced) = old.next_if(|e| e.key == *key) {
+                if let Stored::Overflow { len, start, .. } = replaced.stored {
+                    self.released
+                        .push((start, overflow::blocks_for(len as usize)));
+                }
+            }
+            let Some(value) = value else { continue };
+            let stored = if value.len() <= INLINE_MAX {
+                Stored::Inline(value.clone())
+            } else {
+                let start = self.extents.allocate(overflow::blocks_for(value.len()));
+                self.writes.extend(overflow::write(value, start));
+                Stored::Overflow {
+                    len: value.len() as u32,
+                    hash: crate::trie::hash_value(value),
+                    start,
+                }
+            };
+            out.push(Entry { key: *key, stored });
+        }
+        out.extend(old);
+        out
+    }
+
+    /// Writes `run` out as buckets. A run under a quarter full, or overflowing,
+    /// first takes in the next bucket if this commit leaves it untouched (`next_changed`
+    /// names the next bucket that has changes), so small buckets merge and full ones
+    /// share their load.
+    fn flush(
+        &mut self,
+        run: &mut Run,
+        store: &Store,
+        dir: &Directory,
+        seqno: u64,
+        next_changed: Option<KeyPath>,
+    ) -> Result<(), Error> {
+        if run.slots.is_empty() && run.entries.is_empty() {
+            return Ok(());
+        }
+        let bytes = bucket::payload_len(&run.entries);
+        if run.is_small() || bytes > PAYLOAD {
+            if let Some((min, slot)) = run.last.and_then(|last| dir.successor(&last)) {
+                if Some(min) != next_changed {
+                    run.take(min, slot);
+                    run.entries
+                        .extend(bucket::decode(&*store.read(Target::Buckets, slot as u64)?)?);
+                }
+            }
+        }
+        let Run {
+            entries,
+            slots,
+            mins,
+            ..
+        } = std::mem::take(run);
+        self.removed.extend(mins);
+        let mut reusable = slots.into_iter();
+        for part in split(entries) {
+            let slot = match reusable.next().or_else(|| self.free_slots.pop()) {
+                Some(slot) => slot,
+                None => {
+                    self.buckets_len += 1;
+                    (self.buckets_len - 1) as u32
+                }
+            };
+            self.writes.push(BlockWrite {
+                target: Target::Buckets,
+                index: slot as u64,
+                block: bucket::encode(&part, seqno),
+            });
+            self.added.push((slot, part));
+        }
+        for slot in reusable {
+            self.writes.push(BlockWrite {
+                target: Target::Buckets,
+                index: slot as u64,
+                block: free_mark(seqno),
+            });
+            self.freed_slots.push(slot);
+        }
+        Ok(())
+    }
+}
+
+/// Adjacent buckets being rewritten together: their entries after the changes,
+/// their slots and smallest keys.
+#[derive(Default)]
+struct Run {
+    entries: Vec<Entry>,
+    slots: Vec<u32>,
+    mins: Vec<KeyPath>,
+    last: Option<KeyPath>,
+}
+
+impl Run {
+    fn take(&mut self, min: KeyPath, slot: u32) {
+        self.slots.push(slot);
+        self.mins.push(min);
+        self.last = Some(min);
+    }
+
+    /// Under a quarter of a bucket: worth merging with a neighbour.
+    fn is_small(&self) -> bool {
+        bucket::payload_len(&self.entries) < PAYLOAD / 4
+    }
+}
+
+/// How far below the keys' common prefix a cut may fall: cuts stay on bit
+/// boundaries (so a deep prefix's keys share one bucket) yet can land near the
+/// middle of the bytes instead of wherever the first differing bit happens to fall.
+const CUT_SLACK_BITS: usize = 3;
+
+/// `entries` (sorted) cut into as few bucket-sized runs as fit, each cut at the
+/// bit-aligned boundary nearest an even share of the bytes.
+fn split(entries: Vec<Entry>) -> Vec<Vec<Entry>> {
+    let total = bucket::payload_len(&entries);
+    if total <= PAYLOAD {
+        return if entries.is_empty() {
+            Vec::new()
+        } else {
+            vec![entries]
+        };
+    }
+    let parts = total.div_ceil(PAYLOAD);
+    let base = common_prefix_len(&entries[0].key, &entries[entries.len() - 1].key);
+    // (index, bytes before it) of every allowed cut; the first differing bit
+    // always provides one.
+    let mut cuts = Vec::new();
+    let mut before = 0;
+    for i in 1..entries.len() {
+        before += entries[i - 1].encoded_len();
+        if common_prefix_len(&entries[i - 1].key, &entries[i].key) < base + CUT_SLACK_BITS {
+            cuts.push((i, before));
+        }
+    }
+    let mut chosen: Vec<usize> = (1..parts)
+        .filter_map(|j| {
+            let target = j * total / parts;
+            cuts.iter()
+                .min_by_key(|(_, b)| b.abs_diff(target))
+                .map(|(i, _)| *i)
+        })
+        .collect();
+    chosen.dedup();
+    let mut out = Vec::new();
+    let mut rest = entries;
+    for cut in chosen.into_iter().rev() {
+        let tail = rest.split_off(cut);
+        out.push(tail);
+    }
+    out.push(rest);
+    out.reverse();
+    // A part the alignment left too large is cut again, finer.
+    out.into_iter().flat_map(split).collect()
+}
