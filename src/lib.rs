@@ -34,6 +34,8 @@ extern crate alloc;
 #[cfg(feature = "std")]
 mod block;
 mod error;
+#[cfg(all(test, feature = "std"))]
+mod fuzz_tests;
 #[cfg(feature = "std")]
 #[allow(dead_code)] // Driven by the stores, which arrive next.
 mod io;

@@ -95,13 +95,38 @@ pub(crate) struct Batch {
 }
 
 /// How to open a store.
-#[derive(Default)]
 pub(crate) struct StoreConfig {
     pub(crate) backend: IoBackend,
     /// Faults injected into every file (forces the thread-pool engine, whose I/O
     /// goes through the files' own methods).
     #[cfg(test)]
     pub(crate) faults: Option<Arc<crate::io::faults::Faults>>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            backend: default_backend(),
+            #[cfg(test)]
+            faults: None,
+        }
+    }
+}
+
+/// Tests run on the engine `PAGETRIE_TEST_IO` names (`threads` or `uring`), so CI
+/// can run the whole suite on each.
+#[cfg(test)]
+fn default_backend() -> IoBackend {
+    match std::env::var("PAGETRIE_TEST_IO").as_deref() {
+        Ok("threads") => IoBackend::ThreadPool,
+        Ok("uring") => IoBackend::IoUring,
+        _ => IoBackend::Auto,
+    }
+}
+
+#[cfg(not(test))]
+fn default_backend() -> IoBackend {
+    IoBackend::Auto
 }
 
 /// An open database directory.
