@@ -14,6 +14,8 @@
 //! Owns buckets, the directory and overflow space. Knows nothing of the trie: it
 //! stores keys and values, and answers prefix queries.
 
+#[cfg(test)]
+mod bench;
 mod bucket;
 mod directory;
 mod overflow;
