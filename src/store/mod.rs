@@ -220,7 +220,7 @@ impl Store {
                 file.clone(),
                 Op::Read,
                 i * BLOCK_SIZE as u64,
-                Block::zeroed(),
+                Block::for_read(),
             )
         }))?)
     }

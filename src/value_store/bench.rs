@@ -27,17 +27,29 @@ fn build(store: &Store, values: &ValueStore, n: u64) {
     let mut keys: Vec<(KeyPath, u64)> = (0..n).map(|i| (key(i), i)).collect();
     keys.sort_unstable();
     for chunk in keys.chunks(1 << 20) {
-        let changes: Vec<_> = chunk.iter().map(|(k, i)| (*k, Some(i.to_be_bytes().to_vec()))).collect();
+        let changes: Vec<_> = chunk
+            .iter()
+            .map(|(k, i)| (*k, Some(i.to_be_bytes().to_vec())))
+            .collect();
         let seqno = store.meta().seqno + 1;
         let mut plan = values.plan(store, &changes, seqno).unwrap();
         let mut lengths = store.meta().lengths;
         lengths[Target::Buckets as usize] = plan.buckets_len;
         lengths[Target::Overflow as usize] = plan.overflow_len;
         let writes = std::mem::take(&mut plan.writes);
-        store.commit(Batch { root: [0; 32], writes, lengths }).unwrap();
+        store
+            .commit(Batch {
+                root: [0; 32],
+                writes,
+                lengths,
+            })
+            .unwrap();
         values.publish(plan);
     }
-    eprintln!("built {n} entries in {:.1} s", start.elapsed().as_secs_f64());
+    eprintln!(
+        "built {n} entries in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
 }
 
 fn drop_caches() {
@@ -50,7 +62,10 @@ fn drop_caches() {
 #[test]
 #[ignore = "benchmark: minutes and gigabytes; run by hand (see module doc)"]
 fn random_reads() {
-    let log2: u32 = std::env::var("PAGETRIE_BENCH_LOG2").ok().and_then(|s| s.parse().ok()).unwrap_or(24);
+    let log2: u32 = std::env::var("PAGETRIE_BENCH_LOG2")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
     let n = 1u64 << log2;
     let dir = std::env::var_os("PAGETRIE_BENCH_DIR").map(std::path::PathBuf::from);
     let tmp = tempfile::tempdir().unwrap();
@@ -86,11 +101,33 @@ fn random_reads() {
         rng % n
     };
 
+    // The same reads without the value store: what the I/O path alone costs.
+    let buckets = store.meta().lengths[Target::Buckets as usize];
+    let (reads, started) = (20_000, Instant::now());
+    for _ in 0..reads {
+        Block::recycle(store.read(Target::Buckets, next_key() % buckets).unwrap());
+    }
+    let raw = reads as f64 / started.elapsed().as_secs_f64();
+    eprintln!("QD1 raw block reads: {raw:.0} reads/s");
+
+    let mut block = Block::zeroed();
+    let file = store.file(Target::Buckets);
+    let (reads, started) = (20_000, Instant::now());
+    for _ in 0..reads {
+        file.read_block(&mut block, (next_key() % buckets) * BLOCK_SIZE as u64)
+            .unwrap();
+    }
+    let reused = reads as f64 / started.elapsed().as_secs_f64();
+    eprintln!("QD1 raw block reads into one reused buffer: {reused:.0} reads/s");
+
     // Queue depth 1: one get after another.
     let (reads, started) = (20_000, Instant::now());
     for _ in 0..reads {
         let i = next_key();
-        assert_eq!(values.get(&store, &key(i)).unwrap(), Some(i.to_be_bytes().to_vec()));
+        assert_eq!(
+            values.get(&store, &key(i)).unwrap(),
+            Some(i.to_be_bytes().to_vec())
+        );
     }
     let qd1 = reads as f64 / started.elapsed().as_secs_f64();
     eprintln!("QD1:   {qd1:.0} reads/s");
@@ -104,7 +141,7 @@ fn random_reads() {
             file: Arc::clone(&file),
             op: Op::Read,
             offset: slot as u64 * BLOCK_SIZE as u64,
-            block: Block::zeroed(),
+            block: Block::for_read(),
             tag: i,
             reply: tx.clone(),
         });
@@ -118,6 +155,7 @@ fn random_reads() {
         d.result.unwrap();
         let entries = bucket::decode(&d.block).unwrap();
         assert!(entries.binary_search_by(|e| e.key.cmp(&key(d.tag))).is_ok());
+        Block::recycle(d.block);
         done += 1;
         submit(next_key());
     }

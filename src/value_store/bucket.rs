@@ -97,8 +97,45 @@ pub(super) fn is_bucket(b: &Block) -> bool {
     &b.0[0..4] == MAGIC && b.u64_at(CHECKSUM) == b.checksum(CHECKSUM)
 }
 
-/// Decodes a bucket; anything malformed is [`Error::Corrupt`].
-pub(super) fn decode(b: &Block) -> Result<Vec<Entry>, Error> {
+/// An entry borrowed from a bucket's block.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct EntryRef<'a> {
+    pub(super) key: KeyPath,
+    inline: Option<&'a [u8]>,
+    overflow: (u32, ValueHash, u64),
+}
+
+impl EntryRef<'_> {
+    pub(super) fn to_owned(self) -> Entry {
+        let stored = match self.inline {
+            Some(v) => Stored::Inline(v.to_vec()),
+            None => {
+                let (len, hash, start) = self.overflow;
+                Stored::Overflow { len, hash, start }
+            }
+        };
+        Entry {
+            key: self.key,
+            stored,
+        }
+    }
+
+    /// The overflow extent `(start, blocks)` this entry's value occupies, if any.
+    pub(super) fn extent(&self) -> Option<(u64, u64)> {
+        self.inline.is_none().then(|| {
+            (
+                self.overflow.2,
+                super::overflow::blocks_for(self.overflow.0 as usize),
+            )
+        })
+    }
+}
+
+/// The entries of a bucket, in key order, borrowed from its block without
+/// copying; anything malformed is [`Error::Corrupt`].
+pub(super) fn entries(
+    b: &Block,
+) -> Result<impl Iterator<Item = Result<EntryRef<'_>, Error>>, Error> {
     if !is_bucket(b) {
         return Err(Error::Corrupt("bucket checksum or magic"));
     }
@@ -106,41 +143,68 @@ pub(super) fn decode(b: &Block) -> Result<Vec<Entry>, Error> {
         return Err(Error::Corrupt("unknown bucket format version"));
     }
     let count = u16::from_le_bytes(b.array(6)) as usize;
-    let mut entries = Vec::with_capacity(count);
     let mut at = HEADER;
-    let bad = || Error::Corrupt("bucket entry out of bounds");
-    for _ in 0..count {
+    let mut prev: Option<KeyPath> = None;
+    Ok((0..count).map(move |_| {
+        let bad = || Error::Corrupt("bucket entry out of bounds");
         if at + 33 > CHECKSUM {
             return Err(bad());
         }
         let key: KeyPath = b.array(at);
         let tag = b.0[at + 32];
         at += 33;
-        let stored = if tag == OVERFLOW_TAG {
+        let entry = if tag == OVERFLOW_TAG {
             if at + 44 > CHECKSUM {
                 return Err(bad());
             }
-            let s = Stored::Overflow {
-                len: u32::from_le_bytes(b.array(at)),
-                hash: b.array(at + 4),
-                start: b.u64_at(at + 36),
-            };
+            let overflow = (
+                u32::from_le_bytes(b.array(at)),
+                b.array(at + 4),
+                b.u64_at(at + 36),
+            );
             at += 44;
-            s
+            EntryRef {
+                key,
+                inline: None,
+                overflow,
+            }
         } else {
             let len = tag as usize;
             if at + len > CHECKSUM {
                 return Err(bad());
             }
             at += len;
-            Stored::Inline(b.0[at - len..at].to_vec())
+            EntryRef {
+                key,
+                inline: Some(&b.0[at - len..at]),
+                overflow: (0, [0; 32], 0),
+            }
         };
-        if entries.last().is_some_and(|e: &Entry| e.key >= key) {
+        if prev.is_some_and(|p| p >= key) {
             return Err(Error::Corrupt("bucket entries out of order"));
         }
-        entries.push(Entry { key, stored });
+        prev = Some(key);
+        Ok(entry)
+    }))
+}
+
+/// Decodes a whole bucket into owned entries.
+pub(super) fn decode(b: &Block) -> Result<Vec<Entry>, Error> {
+    entries(b)?.map(|e| e.map(EntryRef::to_owned)).collect()
+}
+
+/// The entry for `key`, copying only that one.
+pub(super) fn find(b: &Block, key: &KeyPath) -> Result<Option<Entry>, Error> {
+    for e in entries(b)? {
+        let e = e?;
+        if e.key == *key {
+            return Ok(Some(e.to_owned()));
+        }
+        if e.key > *key {
+            break;
+        }
     }
-    Ok(entries)
+    Ok(None)
 }
 
 #[cfg(test)]

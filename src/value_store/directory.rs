@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::bucket::Entry;
 use crate::trie::KeyPath;
 
 pub(super) struct BucketMeta {
@@ -87,12 +86,11 @@ impl Directory {
         slots.into_iter().map(|(_, slot)| slot).collect()
     }
 
-    /// Adds the bucket in `slot` holding `entries` (non-empty, sorted).
-    pub(super) fn insert(&mut self, slot: u32, entries: &[Entry]) {
-        let fingerprints = entries.iter().map(|e| self.fingerprint(&e.key)).collect();
-        self.entries += entries.len();
-        self.map
-            .insert(entries[0].key, BucketMeta { slot, fingerprints });
+    /// Adds the bucket in `slot` holding `keys` (non-empty, sorted).
+    pub(super) fn insert(&mut self, slot: u32, keys: &[KeyPath]) {
+        let fingerprints = keys.iter().map(|k| self.fingerprint(k)).collect();
+        self.entries += keys.len();
+        self.map.insert(keys[0], BucketMeta { slot, fingerprints });
     }
 
     /// Drops the bucket whose smallest key is `min`.

@@ -92,17 +92,17 @@ impl ValueStore {
                     state.free_slots.push((start + i as u64) as u32);
                     continue;
                 }
-                let entries = bucket::decode(block)?;
-                let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+                let mut keys = Vec::with_capacity(128);
+                for e in bucket::entries(block)? {
+                    let e = e?;
+                    keys.push(e.key);
+                    used_extents.extend(e.extent());
+                }
+                let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
                     return Err(Error::Corrupt("empty bucket"));
                 };
-                ranges.push((first.key, last.key));
-                for e in &entries {
-                    if let Stored::Overflow { len, start, .. } = e.stored {
-                        used_extents.push((start, overflow::blocks_for(len as usize)));
-                    }
-                }
-                state.dir.insert((start + i as u64) as u32, &entries);
+                ranges.push((*first, *last));
+                state.dir.insert((start + i as u64) as u32, &keys);
             }
         }
         ranges.sort_unstable();
@@ -142,11 +142,10 @@ impl ValueStore {
         let Some(slot) = self.slot_for(key) else {
             return Ok(None);
         };
-        let entries = bucket::decode(&*store.read(Target::Buckets, slot as u64)?)?;
-        Ok(entries
-            .binary_search_by(|e| e.key.cmp(key))
-            .ok()
-            .map(|i| entries[i].clone()))
+        let block = store.read(Target::Buckets, slot as u64)?;
+        let found = bucket::find(&block, key);
+        Block::recycle(block);
+        found
     }
 
     /// The value of `key`.
@@ -176,7 +175,9 @@ impl ValueStore {
         let slots = self.state.read().dir.overlapping(&start, depth);
         let mut out = Vec::new();
         for slot in slots {
-            for e in bucket::decode(&*store.read(Target::Buckets, slot as u64)?)? {
+            let block = store.read(Target::Buckets, slot as u64)?;
+            for e in bucket::entries(&block)? {
+                let e = e?.to_owned();
                 if shares_prefix(&e.key, &start, depth) {
                     out.push((e.key, e.stored.value_hash()));
                 }
@@ -270,7 +271,8 @@ impl ValueStore {
             state.dir.remove(min);
         }
         for (slot, entries) in &plan.added {
-            state.dir.insert(*slot, entries);
+            let keys: Vec<KeyPath> = entries.iter().map(|e| e.key).collect();
+            state.dir.insert(*slot, &keys);
         }
         state.free_slots = plan.free_slots;
         state.free_slots.extend(plan.freed_slots);
