@@ -160,3 +160,52 @@ fn a_damaged_page_is_an_error_at_open() {
     let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
     assert!(PageStore::open(&store, 10, 1).is_err());
 }
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cases() -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(12);
+        ProptestConfig::with_cases(cases)
+    }
+
+    proptest! {
+        #![proptest_config(cases())]
+
+        /// Commits storing, replacing and deleting pages at every level, with
+        /// reopens in between, always read back as the model.
+        #[test]
+        fn commits_and_reopens_match_a_btreemap(
+            rounds in prop::collection::vec(
+                (prop::collection::vec((0u64..300, any::<Option<u8>>()), 1..60), any::<bool>()),
+                1..8,
+            )
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let universe: Vec<PageId> = (0..300).map(page_id).collect();
+            let (mut store, mut pages) = open(dir.path(), 20);
+            let mut model = BTreeMap::new();
+            for (ops, reopen) in rounds {
+                let changes: BTreeMap<PageId, Option<u8>> = ops.into_iter().map(|(n, v)| (page_id(n), v)).collect();
+                for (id, v) in &changes {
+                    match v {
+                        Some(v) => model.insert(*id, *v),
+                        None => model.remove(id),
+                    };
+                }
+                let changes = changes.into_iter().map(|(id, v)| (id, v.map(|v| page(&id, v)))).collect();
+                commit(&store, &pages, changes).unwrap();
+                if reopen {
+                    drop(pages);
+                    drop(store);
+                    (store, pages) = open(dir.path(), 20);
+                }
+                assert_matches(&store, &pages, &model, &universe);
+            }
+        }
+    }
+}

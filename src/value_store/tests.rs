@@ -305,3 +305,66 @@ fn prefix_queries_read_one_bucket_when_deep_enough() {
         "{single_reads} of 500 prefix queries read one bucket"
     );
 }
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A value of one of the sizes that matter: empty, inline, the inline limit
+    /// and just past it, several blocks.
+    fn value() -> impl Strategy<Value = Option<Vec<u8>>> {
+        prop_oneof![
+            2 => Just(None),
+            1 => Just(Some(vec![])),
+            4 => prop::collection::vec(any::<u8>(), 1..40).prop_map(Some),
+            1 => Just(Some(vec![3; INLINE_MAX])),
+            1 => Just(Some(vec![4; INLINE_MAX + 1])),
+            1 => (1usize..3).prop_map(|blocks| Some(vec![5; blocks * BLOCK_SIZE + 17])),
+        ]
+    }
+
+    fn cases() -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(12);
+        ProptestConfig::with_cases(cases)
+    }
+
+    proptest! {
+        #![proptest_config(cases())]
+
+        /// Commits of random inserts, updates and deletes over a small key space
+        /// (so keys repeat), with reopens in between, always read back as the model.
+        #[test]
+        fn commits_and_reopens_match_a_btreemap(
+            rounds in prop::collection::vec(
+                (prop::collection::vec((0u64..400, value()), 1..120), any::<bool>()),
+                1..8,
+            )
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut store, mut values) = open(dir.path());
+            let mut model: BTreeMap<KeyPath, Vec<u8>> = BTreeMap::new();
+            for (ops, reopen) in rounds {
+                let changes: Changes = ops.into_iter().map(|(i, v)| (key(i), v)).collect();
+                for (k, v) in &changes {
+                    match v {
+                        Some(v) => model.insert(*k, v.clone()),
+                        None => model.remove(k),
+                    };
+                }
+                commit(&store, &values, changes);
+                if reopen {
+                    drop(values);
+                    drop(store);
+                    (store, values) = open(dir.path());
+                }
+                prop_assert_eq!(values.len(), model.len());
+                for i in 0..400 {
+                    prop_assert_eq!(values.get(&store, &key(i)).unwrap(), model.get(&key(i)).cloned());
+                }
+            }
+        }
+    }
+}
