@@ -22,6 +22,8 @@ mod overflow;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
+
 use parking_lot::RwLock;
 
 pub(crate) use bucket::INLINE_MAX;
@@ -42,6 +44,11 @@ struct State {
     free_slots: Vec<u32>,
     buckets_len: u64,
     extents: Extents,
+    /// Bumped by every publish: a reader that saw another generation looks again.
+    generation: u64,
+    /// The committed contents of buckets that a planned commit overwrites in
+    /// place, so readers on other threads see committed data until it publishes.
+    overlay: HashMap<u32, Box<Block>>,
 }
 
 /// Changes to values, to be committed together.
@@ -58,6 +65,8 @@ pub(crate) struct ValuePlan {
     freed_slots: Vec<u32>,
     extents: Extents,
     released: Vec<(u64, u64)>,
+    /// Committed blocks of the buckets this plan overwrites.
+    old: Vec<(u32, Box<Block>)>,
 }
 
 /// Keys and values on disk, with the RAM directory.
@@ -78,6 +87,8 @@ impl ValueStore {
             free_slots: Vec::new(),
             buckets_len,
             extents: Extents::default(),
+            generation: 0,
+            overlay: HashMap::new(),
         };
         let mut used_extents = Vec::new();
         let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
@@ -138,28 +149,75 @@ impl ValueStore {
         state.dir.may_hold(meta, key).then_some(meta.slot)
     }
 
+    /// Runs `f` on the committed contents of the buckets `slots_of` picks from the
+    /// directory, consistent with one published state even while a commit writes
+    /// in place: a bucket being overwritten is served from the overlay, and a
+    /// publish in between means looking again.
+    fn with_committed(
+        &self,
+        store: &Store,
+        slots_of: impl Fn(&Directory) -> Vec<u32>,
+        mut f: impl FnMut(&Block) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        loop {
+            let (generation, slots) = {
+                let state = self.state.read();
+                (state.generation, slots_of(&state.dir))
+            };
+            let blocks = match slots.as_slice() {
+                [] => Vec::new(),
+                [one] => vec![store.read(Target::Buckets, *one as u64)?],
+                many => store.read_blocks(Target::Buckets, many.iter().map(|&s| s as u64))?,
+            };
+            let state = self.state.read();
+            if state.generation != generation {
+                blocks.into_iter().for_each(Block::recycle);
+                continue;
+            }
+            let mut result = Ok(());
+            for (slot, block) in slots.iter().zip(&blocks) {
+                result = result.and_then(|()| f(state.overlay.get(slot).unwrap_or(block)));
+            }
+            drop(state);
+            blocks.into_iter().for_each(Block::recycle);
+            return result;
+        }
+    }
+
     fn entry(&self, store: &Store, key: &KeyPath) -> Result<Option<Entry>, Error> {
-        let Some(slot) = self.slot_for(key) else {
-            return Ok(None);
+        let mut found = None;
+        let slot_of = |dir: &Directory| match dir.bucket_of(key) {
+            Some((_, meta)) if dir.may_hold(meta, key) => vec![meta.slot],
+            _ => Vec::new(),
         };
-        let block = store.read(Target::Buckets, slot as u64)?;
-        let found = bucket::find(&block, key);
-        Block::recycle(block);
-        found
+        self.with_committed(store, slot_of, |block| {
+            found = bucket::find(block, key)?;
+            Ok(())
+        })?;
+        Ok(found)
     }
 
     /// The value of `key`.
     pub(crate) fn get(&self, store: &Store, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        match self.entry(store, key)? {
-            None => Ok(None),
-            Some(Entry {
-                stored: Stored::Inline(v),
-                ..
-            }) => Ok(Some(v)),
-            Some(Entry {
-                stored: Stored::Overflow { len, hash, start },
-                ..
-            }) => overflow::read(store, len, &hash, start).map(Some),
+        loop {
+            let generation = self.state.read().generation;
+            let (len, hash, start) = match self.entry(store, key)? {
+                None => return Ok(None),
+                Some(Entry {
+                    stored: Stored::Inline(v),
+                    ..
+                }) => return Ok(Some(v)),
+                Some(Entry {
+                    stored: Stored::Overflow { len, hash, start },
+                    ..
+                }) => (len, hash, start),
+            };
+            match overflow::read(store, len, &hash, start) {
+                // Space freed by a publish since the lookup may hold another value
+                // by now: look again.
+                Err(Error::Corrupt(_)) if self.state.read().generation != generation => continue,
+                result => return result.map(Some),
+            }
         }
     }
 
@@ -172,17 +230,20 @@ impl ValueStore {
         depth: usize,
     ) -> Result<Vec<(KeyPath, ValueHash)>, Error> {
         let start = prefix(path, depth);
-        let slots = self.state.read().dir.overlapping(&start, depth);
         let mut out = Vec::new();
-        for slot in slots {
-            let block = store.read(Target::Buckets, slot as u64)?;
-            for e in bucket::entries(&block)? {
-                let e = e?.to_owned();
-                if shares_prefix(&e.key, &start, depth) {
-                    out.push((e.key, e.stored.value_hash()));
+        self.with_committed(
+            store,
+            |dir| dir.overlapping(&start, depth),
+            |block| {
+                for e in bucket::entries(block)? {
+                    let e = e?.to_owned();
+                    if shares_prefix(&e.key, &start, depth) {
+                        out.push((e.key, e.stored.value_hash()));
+                    }
                 }
-            }
-        }
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 
@@ -206,6 +267,7 @@ impl ValueStore {
             freed_slots: Vec::new(),
             extents: state.extents.clone(),
             released: Vec::new(),
+            old: Vec::new(),
         };
         // Every bucket with changes, read at once.
         let mut touched: Vec<u32> = changes
@@ -240,11 +302,12 @@ impl ValueStore {
             }
             let old = match bucket {
                 Some((min, slot)) => {
-                    run.take(min, slot);
                     let block = read
                         .remove(&slot)
                         .ok_or(Error::Corrupt("bucket listed twice"))?;
-                    bucket::decode(&block)?
+                    let entries = bucket::decode(&block)?;
+                    run.take(min, slot, block);
+                    entries
                 }
                 None => Vec::new(),
             };
@@ -261,12 +324,20 @@ impl ValueStore {
         }
         plan.flush(&mut run, store, &state.dir, seqno, None)?;
         plan.overflow_len = plan.extents.len;
+        drop(state);
+        // From here until publish, readers take these buckets from RAM.
+        let mut state = self.state.write();
+        for (slot, block) in plan.old.drain(..) {
+            state.overlay.insert(slot, block);
+        }
         Ok(plan)
     }
 
     /// Makes a committed plan visible.
     pub(crate) fn publish(&self, plan: ValuePlan) {
         let mut state = self.state.write();
+        state.generation += 1;
+        state.overlay.clear();
         for min in &plan.removed {
             state.dir.remove(min);
         }
@@ -338,9 +409,9 @@ impl ValuePlan {
         if run.is_small() || bytes > PAYLOAD {
             if let Some((min, slot)) = run.last.and_then(|last| dir.successor(&last)) {
                 if Some(min) != next_changed {
-                    run.take(min, slot);
-                    run.entries
-                        .extend(bucket::decode(&*store.read(Target::Buckets, slot as u64)?)?);
+                    let block = store.read(Target::Buckets, slot as u64)?;
+                    run.entries.extend(bucket::decode(&block)?);
+                    run.take(min, slot, block);
                 }
             }
         }
@@ -348,8 +419,10 @@ impl ValuePlan {
             entries,
             slots,
             mins,
+            old,
             ..
         } = std::mem::take(run);
+        self.old.extend(slots.iter().copied().zip(old));
         self.removed.extend(mins);
         let mut reusable = slots.into_iter();
         for part in split(entries) {
@@ -386,13 +459,16 @@ struct Run {
     entries: Vec<Entry>,
     slots: Vec<u32>,
     mins: Vec<KeyPath>,
+    /// The buckets' committed blocks, for readers until publish.
+    old: Vec<Box<Block>>,
     last: Option<KeyPath>,
 }
 
 impl Run {
-    fn take(&mut self, min: KeyPath, slot: u32) {
+    fn take(&mut self, min: KeyPath, slot: u32, block: Box<Block>) {
         self.slots.push(slot);
         self.mins.push(min);
+        self.old.push(block);
         self.last = Some(min);
     }
 

@@ -368,3 +368,92 @@ mod model {
         }
     }
 }
+
+/// Readers on other threads during commits see published state only: while a
+/// commit overwrites buckets in place and splits them, every read returns the
+/// value of a commit published between the read's start and its end.
+#[test]
+fn reads_during_commits_see_published_values_only() {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (store, values) = open(dir.path());
+    let (store, values) = (Arc::new(store), Arc::new(values));
+    let stable: Vec<KeyPath> = (0..3000).map(key).collect();
+    // Round r writes r to every stable key; round 0 is published before readers start.
+    commit(
+        &store,
+        &values,
+        stable
+            .iter()
+            .map(|k| (*k, Some(0u64.to_le_bytes().to_vec())))
+            .collect(),
+    );
+    // `published`: rounds whose publish has finished; `publishing`: rounds whose
+    // publish may have begun. Every in-place write of round r happens before
+    // `publishing` reaches r.
+    let published = Arc::new(AtomicU64::new(0));
+    let publishing = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|t| {
+            let (store, values, published, publishing, stop, stable) = (
+                store.clone(),
+                values.clone(),
+                published.clone(),
+                publishing.clone(),
+                stop.clone(),
+                stable.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut rng = Rng(17 + t);
+                let mut reads = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let k = &stable[(rng.next() % stable.len() as u64) as usize];
+                    let before = published.load(Ordering::SeqCst);
+                    let v = values.get(&store, k).unwrap().expect("stable keys exist");
+                    let after = publishing.load(Ordering::SeqCst);
+                    let round = u64::from_le_bytes(v.try_into().unwrap());
+                    assert!(
+                        before <= round && round <= after,
+                        "read round {round}, published {before}..{after}"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for round in 1..=12u64 {
+        let mut changes: Changes = stable
+            .iter()
+            .map(|k| (*k, Some(round.to_le_bytes().to_vec())))
+            .collect();
+        // New keys, so buckets split and move between slots.
+        changes.extend((0..1500).map(|i| (key(1_000_000 * round + i), Some(vec![1]))));
+        let changes: Vec<_> = changes.into_iter().collect();
+        let seqno = store.meta().seqno + 1;
+        let mut plan = values.plan(&store, &changes, seqno).unwrap();
+        let mut lengths = store.meta().lengths;
+        lengths[Target::Buckets as usize] = plan.buckets_len;
+        lengths[Target::Overflow as usize] = plan.overflow_len;
+        let writes = std::mem::take(&mut plan.writes);
+        store
+            .commit(Batch {
+                root: [0; 32],
+                writes,
+                lengths,
+            })
+            .unwrap();
+        publishing.store(round, Ordering::SeqCst);
+        values.publish(plan);
+        published.store(round, Ordering::SeqCst);
+    }
+    stop.store(true, Ordering::SeqCst);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(
+        reads > 1000,
+        "readers made too few reads to mean anything: {reads}"
+    );
+}
