@@ -80,26 +80,5 @@ fn random_byte_flips_in_a_real_database_never_panic() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
     read_everything(dir.path());
-    let pristine: Vec<Vec<u8>> = FILES
-        .iter()
-        .map(|f| std::fs::read(dir.path().join(f)).unwrap())
-        .collect();
-    let mut rng = 0x51_7cc1_b727_220au64;
-    for round in 0..200 {
-        let mut files = pristine.clone();
-        for _ in 0..1 + round % 6 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let f = (rng % FILES.len() as u64) as usize;
-            if !files[f].is_empty() {
-                let at = (rng >> 8) as usize % files[f].len();
-                files[f][at] ^= 1 << ((rng >> 40) % 8);
-            }
-        }
-        for (name, bytes) in FILES.iter().zip(&files) {
-            std::fs::write(dir.path().join(name), bytes).unwrap();
-        }
-        read_everything(dir.path());
-    }
+    crate::test_support::flip_random_bits(dir.path(), &FILES, 200, 6, read_everything);
 }

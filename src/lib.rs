@@ -45,6 +45,8 @@ mod page_store;
 #[cfg(feature = "std")]
 #[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.
 mod store;
+#[cfg(all(test, feature = "std"))]
+mod test_support;
 pub mod trie;
 #[cfg(feature = "std")]
 #[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.

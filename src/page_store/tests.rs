@@ -165,16 +165,8 @@ mod model {
     use super::*;
     use proptest::prelude::*;
 
-    fn cases() -> ProptestConfig {
-        let cases = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(12);
-        ProptestConfig::with_cases(cases)
-    }
-
     proptest! {
-        #![proptest_config(cases())]
+        #![proptest_config(crate::test_support::cases(12))]
 
         /// Commits storing, replacing and deleting pages at every level, with
         /// reopens in between, always read back as the model.

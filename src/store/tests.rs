@@ -374,32 +374,13 @@ fn truncated_zeroed_or_garbage_files_are_errors() {
 fn random_byte_flips_never_panic_on_open() {
     let dir = tempfile::tempdir().unwrap();
     small_database(dir.path());
-    let pristine: Vec<Vec<u8>> = FILES
-        .iter()
-        .map(|f| std::fs::read(dir.path().join(f)).unwrap())
-        .collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    for round in 0..200 {
-        let mut files = pristine.clone();
-        for _ in 0..1 + round % 8 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let f = (rng % FILES.len() as u64) as usize;
-            if !files[f].is_empty() {
-                let at = (rng >> 8) as usize % files[f].len();
-                files[f][at] ^= 1 << ((rng >> 40) % 8);
-            }
-        }
-        for (name, bytes) in FILES.iter().zip(&files) {
-            std::fs::write(dir.path().join(name), bytes).unwrap();
-        }
-        if let Ok(store) = Store::open(dir.path(), StoreConfig::default()) {
+    crate::test_support::flip_random_bits(dir.path(), &FILES, 200, 8, |dir| {
+        if let Ok(store) = Store::open(dir, StoreConfig::default()) {
             for t in Target::ALL {
                 for i in 0..store.meta().lengths[t as usize] {
                     let _ = store.read(t, i);
                 }
             }
         }
-    }
+    });
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::{bucket, ValueStore};
 use crate::block::{Block, BLOCK_SIZE};
 use crate::io::{Job, Op};
-use crate::store::{Batch, Store, StoreConfig, Target};
+use crate::store::{Store, StoreConfig, Target};
 use crate::trie::{hash_value, KeyPath};
 
 fn key(i: u64) -> KeyPath {
@@ -31,20 +31,7 @@ fn build(store: &Store, values: &ValueStore, n: u64) {
             .iter()
             .map(|(k, i)| (*k, Some(i.to_be_bytes().to_vec())))
             .collect();
-        let seqno = store.meta().seqno + 1;
-        let mut plan = values.plan(store, &changes, seqno).unwrap();
-        let mut lengths = store.meta().lengths;
-        lengths[Target::Buckets as usize] = plan.buckets_len;
-        lengths[Target::Overflow as usize] = plan.overflow_len;
-        let writes = std::mem::take(&mut plan.writes);
-        store
-            .commit(Batch {
-                root: [0; 32],
-                writes,
-                lengths,
-            })
-            .unwrap();
-        values.publish(plan);
+        crate::test_support::commit_values(store, values, &changes, || {});
     }
     eprintln!(
         "built {n} entries in {:.1} s",

@@ -4,27 +4,15 @@ use std::sync::atomic::Ordering;
 
 use super::{ValueStore, INLINE_MAX};
 use crate::block::BLOCK_SIZE;
-use crate::store::{Batch, Store, StoreConfig, Target};
+use crate::store::{Store, StoreConfig, Target};
+use crate::test_support::{commit_values, Rng};
 use crate::trie::{hash_value, shares_prefix, KeyPath};
 
 type Changes = BTreeMap<KeyPath, Option<Vec<u8>>>;
 
 fn commit(store: &Store, values: &ValueStore, changes: Changes) {
     let changes: Vec<_> = changes.into_iter().collect();
-    let seqno = store.meta().seqno + 1;
-    let mut plan = values.plan(store, &changes, seqno).unwrap();
-    let mut lengths = store.meta().lengths;
-    lengths[Target::Buckets as usize] = plan.buckets_len;
-    lengths[Target::Overflow as usize] = plan.overflow_len;
-    let writes = std::mem::take(&mut plan.writes);
-    store
-        .commit(Batch {
-            root: [0; 32],
-            writes,
-            lengths,
-        })
-        .unwrap();
-    values.publish(plan);
+    commit_values(store, values, &changes, || {});
 }
 
 fn open(dir: &Path) -> (Store, ValueStore) {
@@ -35,16 +23,6 @@ fn open(dir: &Path) -> (Store, ValueStore) {
 
 fn key(i: u64) -> KeyPath {
     hash_value(&i.to_be_bytes())
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 fn reads(store: &Store) -> u64 {
@@ -323,16 +301,8 @@ mod model {
         ]
     }
 
-    fn cases() -> ProptestConfig {
-        let cases = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(12);
-        ProptestConfig::with_cases(cases)
-    }
-
     proptest! {
-        #![proptest_config(cases())]
+        #![proptest_config(crate::test_support::cases(12))]
 
         /// Commits of random inserts, updates and deletes over a small key space
         /// (so keys repeat), with reopens in between, always read back as the model.
@@ -433,21 +403,9 @@ fn reads_during_commits_see_published_values_only() {
         // New keys, so buckets split and move between slots.
         changes.extend((0..1500).map(|i| (key(1_000_000 * round + i), Some(vec![1]))));
         let changes: Vec<_> = changes.into_iter().collect();
-        let seqno = store.meta().seqno + 1;
-        let mut plan = values.plan(&store, &changes, seqno).unwrap();
-        let mut lengths = store.meta().lengths;
-        lengths[Target::Buckets as usize] = plan.buckets_len;
-        lengths[Target::Overflow as usize] = plan.overflow_len;
-        let writes = std::mem::take(&mut plan.writes);
-        store
-            .commit(Batch {
-                root: [0; 32],
-                writes,
-                lengths,
-            })
-            .unwrap();
-        publishing.store(round, Ordering::SeqCst);
-        values.publish(plan);
+        commit_values(&store, &values, &changes, || {
+            publishing.store(round, Ordering::SeqCst)
+        });
         published.store(round, Ordering::SeqCst);
     }
     stop.store(true, Ordering::SeqCst);

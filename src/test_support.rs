@@ -1,0 +1,86 @@
+//! Helpers shared by the crate's unit tests.
+
+use std::path::Path;
+
+use proptest::test_runner::Config as ProptestConfig;
+
+use crate::store::{Batch, Store, Target};
+use crate::trie::KeyPath;
+use crate::value_store::ValueStore;
+
+/// xorshift64: repeatable randomness.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// A proptest config with `default` cases unless PROPTEST_CASES says otherwise.
+pub(crate) fn cases(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig::with_cases(cases)
+}
+
+/// Commits `changes` (sorted, each key once) to the value store alone, calling
+/// `before_publish` once the commit is durable and before readers can see it.
+pub(crate) fn commit_values(
+    store: &Store,
+    values: &ValueStore,
+    changes: &[(KeyPath, Option<Vec<u8>>)],
+    before_publish: impl FnOnce(),
+) {
+    let seqno = store.meta().seqno + 1;
+    let mut plan = values.plan(store, changes, seqno).unwrap();
+    let mut lengths = store.meta().lengths;
+    lengths[Target::Buckets as usize] = plan.buckets_len;
+    lengths[Target::Overflow as usize] = plan.overflow_len;
+    let writes = std::mem::take(&mut plan.writes);
+    store
+        .commit(Batch {
+            root: [0; 32],
+            writes,
+            lengths,
+        })
+        .unwrap();
+    before_publish();
+    values.publish(plan);
+}
+
+/// Flips 1 to `max_flips` random bits across `files` of `dir`, `rounds` times,
+/// each time from the pristine files, and runs `check` on the damaged directory.
+pub(crate) fn flip_random_bits(
+    dir: &Path,
+    files: &[&str],
+    rounds: u64,
+    max_flips: u64,
+    mut check: impl FnMut(&Path),
+) {
+    let pristine: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| std::fs::read(dir.join(f)).unwrap())
+        .collect();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..rounds {
+        let mut damaged = pristine.clone();
+        for _ in 0..1 + round % max_flips {
+            let r = rng.next();
+            let f = (r % files.len() as u64) as usize;
+            if !damaged[f].is_empty() {
+                let at = (r >> 8) as usize % damaged[f].len();
+                damaged[f][at] ^= 1 << ((r >> 40) % 8);
+            }
+        }
+        for (name, bytes) in files.iter().zip(&damaged) {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        check(dir);
+    }
+}
