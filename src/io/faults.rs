@@ -19,8 +19,16 @@ pub(crate) struct Faults {
     pub(crate) short_writes: AtomicBool,
     pub(crate) fail_syncs: AtomicBool,
     pub(crate) fail_reads: AtomicBool,
-    /// Pre-images of writes since the last sync of their file, by file descriptor.
-    unsynced: Mutex<Vec<(i32, u64, Box<Block>)>>,
+    unsynced: Mutex<Unsynced>,
+}
+
+/// Writes since the last sync of their file, by file descriptor.
+#[derive(Default)]
+struct Unsynced {
+    /// Each write's pre-image (`None`: it extended the file).
+    writes: Vec<(i32, u64, Option<Box<Block>>)>,
+    /// Each file's length when its first unsynced write came.
+    lengths: std::collections::HashMap<i32, u64>,
 }
 
 fn injected() -> io::Error {
@@ -52,12 +60,18 @@ impl Faults {
     pub(crate) fn write(&self, file: &DataFile, block: &Block, offset: u64) -> io::Result<()> {
         let raw = file.raw();
         let fd = file.fd();
-        let mut before = Block::zeroed();
         let len = raw.metadata()?.len();
-        if offset + BLOCK_SIZE as u64 <= len {
+        let before = if offset + BLOCK_SIZE as u64 <= len {
+            let mut before = Block::zeroed();
             raw.read_exact_at(&mut before.0, offset)?;
-        }
-        self.unsynced.lock().push((fd, offset, before));
+            Some(before)
+        } else {
+            None
+        };
+        let mut unsynced = self.unsynced.lock();
+        unsynced.lengths.entry(fd).or_insert(len);
+        unsynced.writes.push((fd, offset, before));
+        drop(unsynced);
         let ok = self
             .writes_left
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -73,26 +87,39 @@ impl Faults {
 
     /// A successful sync of `file` makes its writes so far durable.
     pub(crate) fn synced(&self, fd: i32) {
-        self.unsynced.lock().retain(|(f, _, _)| *f != fd);
+        let mut unsynced = self.unsynced.lock();
+        unsynced.writes.retain(|(f, _, _)| *f != fd);
+        unsynced.lengths.remove(&fd);
     }
 
     /// Power loss: with `seed` None every write not yet synced is undone; with a
     /// seed each is independently kept or undone (newest first, so a block written
-    /// twice ends as either version or its original).
+    /// twice ends as either version or its original). A file ends as long as it was
+    /// at its last sync or as its furthest kept write, whichever is longer.
     pub(crate) fn lose_power(&self, files: &[&DataFile], seed: Option<u64>) -> io::Result<()> {
         let mut rng = seed.map(|s| s | 1);
         let mut unsynced = self.unsynced.lock();
-        while let Some((fd, offset, before)) = unsynced.pop() {
+        let mut ends = unsynced.lengths.clone();
+        while let Some((fd, offset, before)) = unsynced.writes.pop() {
             if let Some(r) = rng.as_mut() {
                 *r ^= *r << 13;
                 *r ^= *r >> 7;
                 *r ^= *r << 17;
                 if *r & 1 == 0 {
+                    let end = ends.entry(fd).or_default();
+                    *end = (*end).max(offset + BLOCK_SIZE as u64);
                     continue;
                 }
             }
             if let Some(file) = files.iter().find(|f| f.fd() == fd) {
+                let before = before.unwrap_or_else(Block::zeroed);
                 file.raw().write_all_at(&before.0, offset)?;
+            }
+        }
+        unsynced.lengths.clear();
+        for (fd, end) in ends {
+            if let Some(file) = files.iter().find(|f| f.fd() == fd) {
+                file.raw().set_len(end)?;
             }
         }
         Ok(())

@@ -116,6 +116,11 @@ impl DataFile {
     }
 }
 
+/// Makes the names of files created in `dir` durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
 const LOCK_ATTEMPTS: u32 = 40;
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-pub(crate) use file::{DataFile, DirLock};
+pub(crate) use file::{sync_dir, DataFile, DirLock};
 
 use crate::block::Block;
 

@@ -8,7 +8,7 @@ use crate::trie::Node;
 use crate::Error;
 
 const MAGIC: &[u8; 8] = b"pagetrie";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const CHECKSUM: usize = 4088;
 
 /// The durable state of the database as one commit left it.
@@ -19,7 +19,8 @@ pub(crate) struct Meta {
     pub(crate) root: Node,
     /// Blocks of this commit's WAL (0: nothing to replay).
     pub(crate) wal_blocks: u64,
-    /// Chained checksum of those WAL blocks.
+    /// The checksum of the WAL's first block, which holds a checksum of the rest:
+    /// ties this record to exactly one log.
     pub(crate) wal_sum: u64,
     /// Length in blocks of each target file after this commit.
     pub(crate) lengths: [u64; TARGETS],
@@ -79,13 +80,19 @@ impl Meta {
         }))
     }
 
-    /// The durable record of the two slots: the valid one with the higher sequence
-    /// number. A torn slot is tolerated only beside a valid one.
-    pub(crate) fn choose(slots: [Result<Option<Meta>, Error>; 2]) -> Result<Option<Meta>, Error> {
+    /// The newer of the valid records in the two slots (`None` where a slot is
+    /// unwritten or torn). Valid records always come from consecutive commits.
+    pub(crate) fn newest(slots: [Option<Meta>; 2]) -> Result<Option<Meta>, Error> {
+        for (i, m) in slots.iter().enumerate() {
+            if m.is_some_and(|m| m.slot() != i as u64) {
+                return Err(Error::Corrupt("meta record in the wrong slot"));
+            }
+        }
         match slots {
-            [Ok(a), Ok(b)] => Ok(a.into_iter().chain(b).max_by_key(|m| m.seqno)),
-            [Ok(Some(m)), Err(_)] | [Err(_), Ok(Some(m))] => Ok(Some(m)),
-            [Err(e), _] | [_, Err(e)] => Err(e),
+            [Some(a), Some(b)] if a.seqno.abs_diff(b.seqno) != 1 => {
+                Err(Error::Corrupt("meta records of non-consecutive commits"))
+            }
+            [a, b] => Ok(a.into_iter().chain(b).max_by_key(|m| m.seqno)),
         }
     }
 }
@@ -116,20 +123,18 @@ mod tests {
 
     #[test]
     fn the_newer_valid_slot_wins() {
-        let a = Meta {
-            seqno: 4,
+        let at = |seqno| Meta {
+            seqno,
             ..Meta::default()
         };
-        let b = Meta {
-            seqno: 5,
-            ..Meta::default()
-        };
-        assert_eq!(Meta::choose([Ok(Some(a)), Ok(Some(b))]).unwrap(), Some(b));
         assert_eq!(
-            Meta::choose([Ok(Some(a)), Err(Error::Corrupt("torn"))]).unwrap(),
-            Some(a)
+            Meta::newest([Some(at(4)), Some(at(5))]).unwrap(),
+            Some(at(5))
         );
-        assert!(Meta::choose([Ok(None), Err(Error::Corrupt("x"))]).is_err());
-        assert_eq!(Meta::choose([Ok(None), Ok(None)]).unwrap(), None);
+        assert_eq!(Meta::newest([Some(at(4)), None]).unwrap(), Some(at(4)));
+        assert_eq!(Meta::newest([None, Some(at(1))]).unwrap(), Some(at(1)));
+        assert_eq!(Meta::newest([None, None]).unwrap(), None);
+        assert!(Meta::newest([Some(at(3)), None]).is_err());
+        assert!(Meta::newest([Some(at(4)), Some(at(7))]).is_err());
     }
 }

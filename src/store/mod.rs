@@ -22,10 +22,10 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 pub(crate) use meta::Meta;
-use wal::{Owner, Place};
+use wal::Place;
 
 use crate::block::{Block, BLOCK_SIZE};
-use crate::io::{DataFile, DirLock, Io, IoBackend, Op};
+use crate::io::{sync_dir, DataFile, DirLock, Io, IoBackend, Op};
 use crate::trie::{Node, TERMINATOR};
 use crate::Error;
 
@@ -165,6 +165,8 @@ impl Store {
             open(Target::Buckets.file_name())?,
             open(Target::Overflow.file_name())?,
         ];
+        // New files' names must survive a crash as well as their contents.
+        sync_dir(dir)?;
         #[cfg(test)]
         let backend = match config.faults {
             Some(_) => IoBackend::ThreadPool,
@@ -231,6 +233,7 @@ impl Store {
     pub(crate) fn commit(&self, batch: Batch) -> Result<Meta, Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
+        validate(&batch)?;
         let result = self.commit_locked(batch);
         if result.is_err() {
             self.poisoned.store(true, Ordering::SeqCst);
@@ -253,8 +256,6 @@ impl Store {
             });
         }
         let prev = self.meta();
-        let seqno = prev.seqno + 1;
-        let wal = &self.wals[(seqno % 2) as usize];
         let places: Vec<Place> = batch
             .writes
             .iter()
@@ -263,13 +264,22 @@ impl Store {
                 index: w.index,
             })
             .collect();
+        let commit = Meta {
+            seqno: prev.seqno + 1,
+            root: batch.root,
+            lengths: batch.lengths,
+            prev_lengths: prev.lengths,
+            ..Meta::default()
+        };
+        let (meta, log) = wal::encode(
+            commit,
+            &places,
+            batch.writes.into_iter().map(|w| w.block).collect(),
+        );
+        let headers = log.len() - places.len();
+        let wal = &self.wals[meta.slot() as usize];
 
-        // 1. The log: headers, then the blocks themselves; synced.
-        let mut log = wal::headers(seqno, &places);
-        let headers = log.len();
-        log.extend(batch.writes.into_iter().map(|w| w.block));
-        let wal_sum = wal::chained_sum(&log);
-        let wal_blocks = log.len() as u64;
+        // 1. The log, synced: from here on recovery can finish the commit.
         let mut returned = self.io.run_all(
             log.into_iter()
                 .enumerate()
@@ -278,21 +288,7 @@ impl Store {
         wal.sync()?;
 
         // 2. The meta record: from here on the commit is durable.
-        let meta = Meta {
-            seqno,
-            root: batch.root,
-            wal_blocks,
-            wal_sum,
-            lengths: batch.lengths,
-            prev_lengths: prev.lengths,
-        };
-        self.io.run_all([(
-            self.meta_file.clone(),
-            Op::Write,
-            meta.slot() * BLOCK_SIZE as u64,
-            meta.encode(),
-        )])?;
-        self.meta_file.sync()?;
+        write_meta(&self.io, &self.meta_file, &meta)?;
         *self.durable.write() = meta;
 
         // 3. In place, reusing the blocks the log write handed back; synced before
@@ -302,12 +298,42 @@ impl Store {
         Ok(meta)
     }
 
-    fn check_usable(&self) -> Result<(), Error> {
+    /// Fails with [`Error::Poisoned`] once a commit has failed: callers must check
+    /// this even for answers they could give from memory.
+    pub(crate) fn check_usable(&self) -> Result<(), Error> {
         if self.poisoned.load(Ordering::SeqCst) {
             return Err(Error::Poisoned);
         }
         Ok(())
     }
+}
+
+/// Checks that `batch` stays within the lengths it declares, before anything is
+/// written: a violation is a bug above, and must not poison the store.
+fn validate(batch: &Batch) -> Result<(), Error> {
+    if batch.writes.len() > wal::MAX_RECORDS {
+        return Err(Error::Corrupt("commit changes too many blocks"));
+    }
+    if batch
+        .writes
+        .iter()
+        .any(|w| w.index >= batch.lengths[w.target as usize])
+    {
+        return Err(Error::Corrupt("commit writes past the lengths it declares"));
+    }
+    Ok(())
+}
+
+/// Writes `meta` to its slot and syncs it.
+fn write_meta(io: &Io, meta_file: &Arc<DataFile>, meta: &Meta) -> Result<(), Error> {
+    io.run_all([(
+        meta_file.clone(),
+        Op::Write,
+        meta.slot() * BLOCK_SIZE as u64,
+        meta.encode(),
+    )])?;
+    meta_file.sync()?;
+    Ok(())
 }
 
 /// Writes `blocks` to `places` and syncs every file written.
@@ -333,9 +359,14 @@ fn apply(
     Ok(())
 }
 
-/// Finds the durable meta record and replays its WAL, in case the crash cut its
-/// in-place writes short (replaying finished writes changes nothing). A directory
-/// with no meta record is a new database, unless its other files hold data.
+/// Finds the durable commit and finishes its in-place writes, in case a crash cut
+/// them short (replaying writes that landed changes nothing).
+///
+/// The durable commit is the newest valid meta record, or the commit after it if
+/// that one's log is whole: its meta record may have been torn or damaged after its
+/// in-place writes began. The chosen record is written and synced again before the
+/// replay, so the state recovery builds on is on disk even if the crashed process
+/// never saw its own syncs succeed.
 fn recover(
     io: &Io,
     meta_file: &Arc<DataFile>,
@@ -343,52 +374,49 @@ fn recover(
     targets: &[Arc<DataFile>; TARGETS],
 ) -> Result<Meta, Error> {
     let meta_blocks = meta_file.blocks()?;
-    let read_slot = |i: u64| -> Result<Option<Meta>, Error> {
-        if i >= meta_blocks {
-            return Ok(None);
+    let mut slots = [None, None];
+    for (i, slot) in slots.iter_mut().enumerate() {
+        if (i as u64) < meta_blocks {
+            // Only checksum and magic failures (a torn write) are tolerated here.
+            *slot = match Meta::decode(&*io.read(meta_file, (i * BLOCK_SIZE) as u64)?) {
+                Ok(m) => m,
+                Err(Error::Corrupt(_)) => None,
+                Err(e) => return Err(e),
+            };
         }
-        Meta::decode(&*io.read(meta_file, i * BLOCK_SIZE as u64)?)
-    };
-    let Some(meta) = Meta::choose([read_slot(0), read_slot(1)])? else {
-        for t in targets.iter().chain(wals) {
-            if t.blocks()? > 0 {
-                return Err(Error::Corrupt("data files without a meta record"));
+    }
+    let base = match Meta::newest(slots)? {
+        Some(m) => m,
+        None => {
+            for t in targets.iter().chain(wals) {
+                if t.blocks()? > 0 {
+                    return Err(Error::Corrupt("data files without a valid meta record"));
+                }
+            }
+            Meta {
+                root: TERMINATOR,
+                ..Meta::default()
             }
         }
-        let fresh = Meta {
-            root: TERMINATOR,
-            ..Meta::default()
-        };
-        io.run_all([(meta_file.clone(), Op::Write, 0, fresh.encode())])?;
-        meta_file.sync()?;
-        return Ok(fresh);
     };
+    let next = base.seqno + 1;
+    let (meta, log) = match wal::read(io, &wals[(next % 2) as usize], next)? {
+        Some(log) if log.meta.prev_lengths == base.lengths => (log.meta, Some(log)),
+        _ if base.seqno == 0 => (base, None),
+        _ => match wal::read(io, &wals[base.slot() as usize], base.seqno)? {
+            Some(log) if log.meta == base => (base, Some(log)),
+            _ => return Err(Error::Corrupt("the durable commit's WAL is damaged")),
+        },
+    };
+    if log.is_some() {
+        wals[meta.slot() as usize].sync()?;
+    }
+    write_meta(io, meta_file, &meta)?;
 
     // Applying a commit only writes within or past the lengths before it.
     check_lengths(targets, &meta.prev_lengths)?;
-    if meta.wal_blocks > 0 {
-        let wal = &wals[(meta.seqno % 2) as usize];
-        if wal.blocks()? < meta.wal_blocks {
-            return Err(Error::Corrupt("WAL shorter than the meta record says"));
-        }
-        let log = io.run_all((0..meta.wal_blocks).map(|i| {
-            (
-                wal.clone(),
-                Op::Read,
-                i * BLOCK_SIZE as u64,
-                Block::zeroed(),
-            )
-        }))?;
-        if wal::chained_sum(&log) != meta.wal_sum {
-            return Err(Error::Corrupt("WAL checksum"));
-        }
-        let records = match wal::owner(&log[0]) {
-            Owner::Commit { seqno, records } if seqno == meta.seqno => records,
-            _ => return Err(Error::Corrupt("WAL belongs to another commit")),
-        };
-        let places = wal::places(&log, records)?;
-        let blocks = log.into_iter().skip(wal::header_blocks(records)).collect();
-        apply(io, targets, &places, blocks)?;
+    if let Some(log) = log {
+        apply(io, targets, &log.places, log.blocks)?;
     }
     check_lengths(targets, &meta.lengths)?;
     Ok(meta)

@@ -153,8 +153,8 @@ fn a_directory_has_one_owner() {
 /// Writes in one commit of the model: the WAL (1 header + 5 data), the meta
 /// record, then 5 in-place blocks.
 const WRITES_PER_COMMIT: u64 = 12;
-/// Writes before the meta record is synced: once it is, the commit is durable.
-const WRITES_BEFORE_DURABLE: u64 = 7;
+/// Writes before the log is synced: once it is, recovery finishes the commit.
+const WRITES_BEFORE_DURABLE: u64 = 6;
 
 #[test]
 fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
@@ -192,7 +192,7 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
                 drop(store);
                 let reopened = open(dir.path());
                 let s = reopened.meta().seqno;
-                // Durable exactly when the meta record was written and synced.
+                // Durable exactly when the whole log was written and synced.
                 let expected = if fail_at < WRITES_BEFORE_DURABLE {
                     3
                 } else {
@@ -232,8 +232,85 @@ fn failed_syncs_and_reads_are_errors() {
     assert!(store.commit(batch(2)).is_err());
     assert!(matches!(store.commit(batch(2)), Err(Error::Poisoned)));
     drop(store);
-    // The WAL sync failed, so the meta record was never written: state 1.
+    // The WAL sync failed, but the log is whole: recovery finishes the commit.
+    assert_state(&open(dir.path()), 2);
+}
+
+/// Overwrites slot `slot` of the meta record of the database in `dir`.
+fn damage_meta_slot(dir: &Path, slot: u64, damage: &str) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join("meta"))
+        .unwrap();
+    let mut block = vec![0u8; 4096];
+    file.read_exact_at(&mut block, slot * 4096).unwrap();
+    match damage {
+        "zero" => block.fill(0),
+        "flip" => block[100] ^= 4,
+        "tear" => block[2048..].fill(0x5a),
+        _ => unreachable!(),
+    }
+    file.write_all_at(&block, slot * 4096).unwrap();
+}
+
+#[test]
+fn a_damaged_newest_meta_record_is_rebuilt_from_its_log() {
+    for damage in ["zero", "flip", "tear"] {
+        // In-place writes of commit 5: none, some (the commit failed after its meta
+        // record), all.
+        for landed in [0, 2, 5] {
+            let dir = tempfile::tempdir().unwrap();
+            let faults = Arc::new(Faults::none());
+            let store = Store::open(
+                dir.path(),
+                StoreConfig {
+                    faults: Some(faults.clone()),
+                    ..StoreConfig::default()
+                },
+            )
+            .unwrap();
+            for k in 1..=4 {
+                store.commit(batch(k)).unwrap();
+            }
+            faults
+                .writes_left
+                .store(WRITES_BEFORE_DURABLE + 1 + landed, Ordering::SeqCst);
+            let result = store.commit(batch(5));
+            assert_eq!(result.is_ok(), landed == 5);
+            drop(store);
+            damage_meta_slot(dir.path(), 1, damage);
+            let reopened = open(dir.path());
+            assert_state(&reopened, 5);
+            reopened.commit(batch(6)).unwrap();
+            drop(reopened);
+            assert_state(&open(dir.path()), 6);
+        }
+    }
+}
+
+#[test]
+fn a_torn_first_record_of_an_empty_database_opens_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    damage_meta_slot(dir.path(), 0, "tear");
+    let store = open(dir.path());
+    assert_state(&store, 0);
+    store.commit(batch(1)).unwrap();
+    drop(store);
     assert_state(&open(dir.path()), 1);
+}
+
+#[test]
+fn a_batch_writing_past_its_lengths_is_refused_without_poisoning() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut bad = batch(1);
+    bad.lengths[Target::Buckets as usize] = 2;
+    assert!(matches!(store.commit(bad), Err(Error::Corrupt(_))));
+    store.commit(batch(1)).unwrap();
+    assert_state(&store, 1);
 }
 
 const CHILD_ENV: &str = "PAGETRIE_CRASH_CHILD_DIR";
