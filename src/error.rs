@@ -22,6 +22,9 @@ pub enum Error {
     InconsistentProofs,
     /// Proof bytes or structure that no honest prover produces.
     MalformedProof(&'static str),
+    /// A value longer than the store accepts ([`crate::MAX_VALUE_LEN`] bytes); the
+    /// field is its length.
+    ValueTooLarge(usize),
     /// Stored data failed a check (checksum, magic, bounds).
     Corrupt(&'static str),
     /// Another handle holds the database directory.
@@ -51,6 +54,11 @@ impl fmt::Display for Error {
             Error::ValueMismatch(k) => write!(f, "proven value differs for key path {}", Hex(k)),
             Error::InconsistentProofs => f.write_str("path proofs disagree where they overlap"),
             Error::MalformedProof(why) => write!(f, "malformed proof: {why}"),
+            Error::ValueTooLarge(len) => write!(
+                f,
+                "value of {len} bytes exceeds the limit of {} bytes",
+                crate::MAX_VALUE_LEN
+            ),
             Error::Corrupt(what) => write!(f, "corrupt data: {what}"),
             Error::Locked => f.write_str("database directory is in use by another handle"),
             Error::Poisoned => f.write_str("a write failed earlier; reopen the database"),

@@ -57,6 +57,10 @@ pub use error::Error;
 pub use io::IoBackend;
 pub use trie::{KeyPath, Node, ValueHash};
 
+/// The longest value the database stores, in bytes (4 GiB - 1); longer ones are
+/// refused with [`Error::ValueTooLarge`].
+pub const MAX_VALUE_LEN: u64 = u32::MAX as u64;
+
 /// The README's examples run as doctests, so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

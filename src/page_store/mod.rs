@@ -15,6 +15,7 @@ mod index;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -47,6 +48,11 @@ struct Slots {
     index: SlotIndex,
     free: Vec<u32>,
     length: u64,
+    /// Publishes so far: a reader that saw slots change under it looks again.
+    generation: u64,
+    /// The committed pages of slots a commit is overwriting in place, from its
+    /// plan until its publish: readers take these instead of the disk's.
+    overlay: HashMap<u32, Arc<Page>>,
 }
 
 /// The trie's pages on disk, with their index and cache.
@@ -67,6 +73,8 @@ impl PageStore {
             index: SlotIndex::new(seed),
             free: Vec::new(),
             length,
+            generation: 0,
+            overlay: HashMap::new(),
         };
         let cache = PageCache::new(cache_pages);
         let mut seen = std::collections::HashSet::new();
@@ -79,8 +87,7 @@ impl PageStore {
                     continue;
                 }
                 let page = Page::from_block(block);
-                let id = page.id()?;
-                page.check(&id)?;
+                let id = page.verified_id()?;
                 if !seen.insert(id) {
                     return Err(Error::Corrupt("page stored twice"));
                 }
@@ -104,33 +111,60 @@ impl PageStore {
         self.slots.read().index.bytes()
     }
 
-    /// The committed page `id`, or `None` if it is not stored.
+    /// The committed page `id`, or `None` if it is not stored. Safe beside a
+    /// commit: only pages of the published state are returned and cached.
     pub(crate) fn get(&self, store: &Store, id: &PageId) -> Result<Option<Arc<Page>>, Error> {
-        if let Some(page) = self.cache.get(id) {
-            return Ok(Some(page));
-        }
-        let candidates: Vec<u32> = self.slots.read().index.candidates(id).collect();
-        for slot in candidates {
-            let page = Page::from_block(store.read(Target::Pages, slot as u64)?);
-            if page.id()? != *id {
-                continue; // a fingerprint collision: another page's slot
+        store.check_usable()?;
+        loop {
+            if let Some(page) = self.cache.get(id) {
+                return Ok(Some(page));
             }
-            page.check(id)?;
-            let page = Arc::new(page);
-            self.cache.insert(*id, page.clone());
-            return Ok(Some(page));
+            let (generation, candidates) = {
+                let slots = self.slots.read();
+                (
+                    slots.generation,
+                    slots.index.candidates(id).collect::<Vec<_>>(),
+                )
+            };
+            let mut read: HashMap<u32, Result<Box<Block>, Error>> = candidates
+                .iter()
+                .map(|&slot| (slot, store.read(Target::Pages, slot as u64)))
+                .collect();
+            // Publishing takes the write lock, so under this read lock the
+            // generation tells whether the slots read were current, and the
+            // overlay holds whatever a commit has overwritten since.
+            let slots = self.slots.read();
+            if slots.generation != generation {
+                continue;
+            }
+            let found = find(&candidates, id, |slot| match slots.overlay.get(&slot) {
+                Some(page) => Ok(page.clone()),
+                None => read
+                    .remove(&slot)
+                    .unwrap_or(Err(Error::Corrupt("page slot read twice")))
+                    .map(|b| Arc::new(Page::from_block(b))),
+            })?;
+            let page = found.map(|(_, page)| page);
+            if let Some(page) = &page {
+                self.cache.insert(*id, page.clone());
+            }
+            return Ok(page);
         }
-        Ok(None)
     }
 
     /// Plans commit `seqno`'s page changes: `Some(page)` stores or replaces a page,
-    /// `None` deletes one. Nothing changes until [`PageStore::publish`].
+    /// `None` deletes one; a page changed twice keeps its last change. Nothing is
+    /// visible until [`PageStore::publish`].
     pub(crate) fn plan(
         &self,
         store: &Store,
         changes: Vec<(PageId, Option<Page>)>,
         seqno: u64,
     ) -> Result<PagePlan, Error> {
+        let mut last = HashMap::with_capacity(changes.len());
+        for (i, (id, _)) in changes.iter().enumerate() {
+            last.insert(*id, i);
+        }
         let slots = self.slots.read();
         let mut free = slots.free.clone();
         let mut length = slots.length;
@@ -141,17 +175,28 @@ impl PageStore {
             freed: Vec::new(),
             free: Vec::new(),
         };
-        for (id, change) in changes {
-            let existing = self.slot_of(store, &slots, &id)?;
-            match (change, existing) {
-                (Some(mut page), existing) => {
-                    let slot = match existing {
-                        Some(slot) => slot,
-                        None => free.pop().unwrap_or_else(|| {
-                            length += 1;
-                            (length - 1) as u32
-                        }),
-                    };
+        let mut overwritten = Vec::new();
+        for (i, (id, change)) in changes.into_iter().enumerate() {
+            if last[&id] != i {
+                continue;
+            }
+            let existing = self.stored(store, &slots, &id)?;
+            let (slot, is_new) = match (&change, existing) {
+                (_, Some((slot, old))) => {
+                    overwritten.push((slot, old));
+                    (slot, false)
+                }
+                (Some(_), None) => {
+                    let slot = free.pop().unwrap_or_else(|| {
+                        length += 1;
+                        (length - 1) as u32
+                    });
+                    (slot, true)
+                }
+                (None, None) => continue,
+            };
+            match change {
+                Some(mut page) => {
                     page.seal(seqno);
                     let page = Arc::new(page);
                     plan.writes.push(BlockWrite {
@@ -159,9 +204,9 @@ impl PageStore {
                         index: slot as u64,
                         block: Box::new(Block(*page.as_bytes())),
                     });
-                    plan.stored.push((id, slot, page, existing.is_none()));
+                    plan.stored.push((id, slot, page, is_new));
                 }
-                (None, Some(slot)) => {
+                None => {
                     plan.writes.push(BlockWrite {
                         target: Target::Pages,
                         index: slot as u64,
@@ -169,11 +214,12 @@ impl PageStore {
                     });
                     plan.freed.push((id, slot));
                 }
-                (None, None) => {}
             }
         }
         plan.length = length;
         plan.free = free;
+        drop(slots);
+        self.slots.write().overlay.extend(overwritten);
         Ok(plan)
     }
 
@@ -193,20 +239,42 @@ impl PageStore {
             self.cache.remove(&id);
         }
         slots.length = plan.length;
+        slots.generation += 1;
+        slots.overlay.clear();
     }
 
-    /// The slot holding `id`, reading candidates to rule out fingerprint collisions.
-    fn slot_of(&self, store: &Store, slots: &Slots, id: &PageId) -> Result<Option<u32>, Error> {
+    /// The slot and committed contents of page `id`, if stored.
+    fn stored(
+        &self,
+        store: &Store,
+        slots: &Slots,
+        id: &PageId,
+    ) -> Result<Option<(u32, Arc<Page>)>, Error> {
         let candidates: Vec<u32> = slots.index.candidates(id).collect();
-        if candidates.len() == 1 && self.cache.contains(id) {
-            return Ok(candidates.first().copied());
+        if let ([slot], Some(page)) = (candidates.as_slice(), self.cache.get(id)) {
+            return Ok(Some((*slot, page)));
         }
-        for slot in candidates {
-            let block = store.read(Target::Pages, slot as u64)?;
-            if Page::from_block(block).id()? == *id {
-                return Ok(Some(slot));
-            }
-        }
-        Ok(None)
+        find(&candidates, id, |slot| {
+            Ok(Arc::new(Page::from_block(
+                store.read(Target::Pages, slot as u64)?,
+            )))
+        })
     }
+}
+
+/// The candidate slot holding page `id`, ruling out fingerprint collisions. Every
+/// slot looked at must hold an intact page: a damaged one is an error, never
+/// "absent".
+fn find(
+    candidates: &[u32],
+    id: &PageId,
+    mut page_at: impl FnMut(u32) -> Result<Arc<Page>, Error>,
+) -> Result<Option<(u32, Arc<Page>)>, Error> {
+    for &slot in candidates {
+        let page = page_at(slot)?;
+        if page.verified_id()? == *id {
+            return Ok(Some((slot, page)));
+        }
+    }
+    Ok(None)
 }

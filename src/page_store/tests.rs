@@ -161,6 +161,151 @@ fn a_damaged_page_is_an_error_at_open() {
     assert!(PageStore::open(&store, 10, 1).is_err());
 }
 
+#[test]
+fn a_page_changed_twice_in_one_plan_keeps_the_last_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (page_id(7), page_id(11));
+    {
+        let (store, pages) = open(dir.path(), 10);
+        let changes = vec![
+            (a, Some(page(&a, 1))),
+            (b, Some(page(&b, 1))),
+            (a, Some(page(&a, 2))),
+            (b, None),
+        ];
+        commit(&store, &pages, changes).unwrap();
+        assert_matches(&store, &pages, &BTreeMap::from([(a, 2)]), &[a, b]);
+    }
+    let (store, pages) = open(dir.path(), 10);
+    assert_matches(&store, &pages, &BTreeMap::from([(a, 2)]), &[a, b]);
+}
+
+#[test]
+fn a_page_whose_stored_id_is_damaged_is_an_error_not_absent() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, pages) = open(dir.path(), 0);
+    let id = page_id(3); // level 4: never cached with no cache budget
+    commit(&store, &pages, vec![(id, Some(page(&id, 1)))]).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("pages"))
+        .unwrap();
+    let mut byte = [0u8];
+    let at = 126 * 32 + 5; // inside the stored page id
+    file.read_exact_at(&mut byte, at).unwrap();
+    file.write_all_at(&[byte[0] ^ 0x20], at).unwrap();
+    file.sync_all().unwrap();
+    assert!(matches!(pages.get(&store, &id), Err(Error::Corrupt(_))));
+    assert!(matches!(
+        commit(&store, &pages, vec![(id, None)]),
+        Err(Error::Corrupt(_))
+    ));
+}
+
+#[test]
+fn a_poisoned_store_answers_nothing_even_from_ram() {
+    use crate::io::faults::Faults;
+    let dir = tempfile::tempdir().unwrap();
+    let faults = std::sync::Arc::new(Faults::none());
+    let store = Store::open(
+        dir.path(),
+        StoreConfig {
+            faults: Some(faults.clone()),
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    let pages = PageStore::open(&store, 10, 1).unwrap();
+    let root = PageId::ROOT;
+    commit(&store, &pages, vec![(root, Some(page(&root, 1)))]).unwrap();
+    assert!(pages.get(&store, &root).unwrap().is_some()); // pinned: from RAM
+    faults.writes_left.store(0, Ordering::SeqCst);
+    assert!(commit(&store, &pages, vec![(root, Some(page(&root, 2)))]).is_err());
+    assert!(matches!(pages.get(&store, &root), Err(Error::Poisoned)));
+    assert!(matches!(
+        pages.get(&store, &page_id(1000)),
+        Err(Error::Poisoned)
+    ));
+}
+
+#[test]
+fn reads_during_commits_see_published_pages_only() {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (store, pages) = open(dir.path(), 0);
+    let (store, pages) = (Arc::new(store), Arc::new(pages));
+    let stable: Vec<PageId> = (0..400).map(|n| page_id(n * 4 + 3)).collect();
+    let all = |round: u8| -> Vec<(PageId, Option<Page>)> {
+        stable
+            .iter()
+            .map(|id| (*id, Some(page(id, round))))
+            .collect()
+    };
+    commit(&store, &pages, all(0)).unwrap();
+    // Every in-place write of round r happens before `publishing` reaches r, and
+    // round r is visible once `published` has.
+    let published = Arc::new(AtomicU64::new(0));
+    let publishing = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (store, pages, published, publishing, stop, stable) = (
+                store.clone(),
+                pages.clone(),
+                published.clone(),
+                publishing.clone(),
+                stop.clone(),
+                stable.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut rng = crate::test_support::Rng(5 + t);
+                let mut reads = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let id = &stable[(rng.next() % stable.len() as u64) as usize];
+                    let before = published.load(Ordering::SeqCst);
+                    let page = pages.get(&store, id).unwrap().expect("stable pages exist");
+                    let after = publishing.load(Ordering::SeqCst);
+                    let round = page.node(5)[0] as u64;
+                    assert!(
+                        before <= round && round <= after,
+                        "read round {round}, published {before}..{after}"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for round in 1..=12u8 {
+        let mut changes = all(round);
+        // Pages that come and go, so slots are freed and reused around the stable ones.
+        let churn = (0..50).map(|n| page_id(10_000 + (n + 50 * (round as u64 % 2)) * 4 + 3));
+        changes.extend(churn.map(|id| (id, (round % 3 != 0).then(|| page(&id, round)))));
+        let seqno = store.meta().seqno + 1;
+        let mut plan = pages.plan(&store, changes, seqno).unwrap();
+        let mut lengths = store.meta().lengths;
+        lengths[Target::Pages as usize] = plan.length;
+        let writes = std::mem::take(&mut plan.writes);
+        store
+            .commit(Batch {
+                root: [0; 32],
+                writes,
+                lengths,
+            })
+            .unwrap();
+        publishing.store(round as u64, Ordering::SeqCst);
+        pages.publish(plan);
+        published.store(round as u64, Ordering::SeqCst);
+    }
+    stop.store(true, Ordering::SeqCst);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(reads > 1000, "readers made too few reads: {reads}");
+}
+
 mod model {
     use super::*;
     use proptest::prelude::*;

@@ -126,6 +126,15 @@ impl Page {
     /// Checks a page read from disk: magic, version, checksum, and that it is the
     /// page `expected`.
     pub fn check(&self, expected: &PageId) -> Result<(), Error> {
+        if self.verified_id()? != *expected {
+            return Err(Error::Corrupt("page holds another page id"));
+        }
+        Ok(())
+    }
+
+    /// The id the page names, after checking that it is an intact page: a damaged
+    /// page must not pass for another page's.
+    pub fn verified_id(&self) -> Result<PageId, Error> {
         if self.0 .0[MAGIC..MAGIC + 4] != MAGIC_BYTES {
             return Err(Error::Corrupt("page magic"));
         }
@@ -135,10 +144,7 @@ impl Page {
         if self.0.u64_at(CHECKSUM) != self.0.checksum(CHECKSUM) {
             return Err(Error::Corrupt("page checksum"));
         }
-        if self.id()? != *expected {
-            return Err(Error::Corrupt("page holds another page id"));
-        }
-        Ok(())
+        self.id()
     }
 
     /// The page's bytes, as written to disk.

@@ -51,6 +51,14 @@ struct State {
     overlay: HashMap<u32, Box<Block>>,
 }
 
+/// Values longer than this do not fit a bucket's u32 length field.
+fn check_value_len(len: usize) -> Result<(), Error> {
+    if len as u64 > crate::MAX_VALUE_LEN {
+        return Err(Error::ValueTooLarge(len));
+    }
+    Ok(())
+}
+
 /// Changes to values, to be committed together.
 pub(crate) struct ValuePlan {
     /// The blocks to commit.
@@ -159,6 +167,8 @@ impl ValueStore {
         slots_of: impl Fn(&Directory) -> Vec<u32>,
         mut f: impl FnMut(&Block) -> Result<(), Error>,
     ) -> Result<(), Error> {
+        // Even answers from RAM alone: a poisoned store answers nothing.
+        store.check_usable()?;
         loop {
             let (generation, slots) = {
                 let state = self.state.read();
@@ -256,6 +266,9 @@ impl ValueStore {
         seqno: u64,
     ) -> Result<ValuePlan, Error> {
         crate::trie::check_strictly_sorted(changes.iter().map(|(k, _)| k))?;
+        for (_, value) in changes {
+            check_value_len(value.as_ref().map_or(0, Vec::len))?;
+        }
         let state = self.state.read();
         let mut plan = ValuePlan {
             writes: Vec::new(),

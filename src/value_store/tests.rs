@@ -7,6 +7,7 @@ use crate::block::BLOCK_SIZE;
 use crate::store::{Store, StoreConfig, Target};
 use crate::test_support::{commit_values, Rng};
 use crate::trie::{hash_value, shares_prefix, KeyPath};
+use crate::Error;
 
 type Changes = BTreeMap<KeyPath, Option<Vec<u8>>>;
 
@@ -414,4 +415,48 @@ fn reads_during_commits_see_published_values_only() {
         reads > 1000,
         "readers made too few reads to mean anything: {reads}"
     );
+}
+
+#[test]
+fn a_poisoned_store_answers_nothing_even_from_ram() {
+    use crate::io::faults::Faults;
+    use crate::store::Batch;
+    let dir = tempfile::tempdir().unwrap();
+    let faults = std::sync::Arc::new(Faults::none());
+    let store = Store::open(
+        dir.path(),
+        StoreConfig {
+            faults: Some(faults.clone()),
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    let values = ValueStore::open(&store, 5).unwrap();
+    commit(&store, &values, Changes::from([(key(1), Some(vec![1]))]));
+    // An absent key is answered from the RAM summaries alone.
+    let before = reads(&store);
+    assert_eq!(values.get(&store, &key(2)).unwrap(), None);
+    assert_eq!(reads(&store), before);
+    faults.writes_left.store(0, Ordering::SeqCst);
+    let plan = values.plan(&store, &[(key(3), Some(vec![3]))], 2).unwrap();
+    let mut lengths = store.meta().lengths;
+    lengths[Target::Buckets as usize] = plan.buckets_len;
+    assert!(store
+        .commit(Batch {
+            root: [0; 32],
+            writes: plan.writes,
+            lengths,
+        })
+        .is_err());
+    assert!(matches!(values.get(&store, &key(2)), Err(Error::Poisoned)));
+    assert!(matches!(values.get(&store, &key(1)), Err(Error::Poisoned)));
+}
+
+#[test]
+fn values_over_the_length_limit_are_refused() {
+    assert!(super::check_value_len(crate::MAX_VALUE_LEN as usize).is_ok());
+    assert!(matches!(
+        super::check_value_len(crate::MAX_VALUE_LEN as usize + 1),
+        Err(Error::ValueTooLarge(_))
+    ));
 }
