@@ -9,11 +9,14 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use super::{count, IoCounters, Job, Op};
-use crate::block::BLOCK_SIZE;
+use crate::block::{Block, BLOCK_SIZE};
 
 const EINTR: i32 = 4;
 const EAGAIN: i32 = 11;
 const EBUSY: i32 = 16;
+
+/// Failed submissions in a row (1 ms apart) after which the ring is given up.
+const SUBMIT_ATTEMPTS: u32 = 100;
 
 /// Creates the ring here, so a failure reaches the caller, then runs it on a thread.
 pub(super) fn start(
@@ -61,29 +64,36 @@ impl Ring {
     }
 
     fn run(mut self, jobs: Receiver<Job>) {
+        if let Err(e) = self.serve(&jobs) {
+            self.abandon(&e);
+        }
+    }
+
+    /// Serves jobs until the channel closes, or fails if the ring stops working.
+    fn serve(&mut self, jobs: &Receiver<Job>) -> io::Result<()> {
         let capacity = self.ring.params().sq_entries() as usize;
         let mut open = true;
         loop {
             // Block for work only when nothing is in flight.
             if self.in_flight == 0 {
                 match open.then(|| jobs.recv().ok()).flatten() {
-                    Some(job) => self.start(job),
-                    None => return,
+                    Some(job) => self.start(job)?,
+                    None => return Ok(()),
                 }
             }
             while open && self.in_flight < capacity {
                 match jobs.try_recv() {
-                    Ok(job) => self.start(job),
+                    Ok(job) => self.start(job)?,
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => open = false,
                 }
             }
-            self.submit_and_wait();
-            self.reap();
+            self.submit_and_wait()?;
+            self.reap()?;
         }
     }
 
-    fn start(&mut self, job: Job) {
+    fn start(&mut self, job: Job) -> io::Result<()> {
         count(&self.counters, job.op);
         let slot = match self.free.pop() {
             Some(i) => i,
@@ -94,13 +104,13 @@ impl Ring {
         };
         self.slots[slot] = Some(InFlight { job, done: 0 });
         self.in_flight += 1;
-        self.push(slot);
+        self.push(slot)
     }
 
     /// Queues the rest of slot `slot`'s transfer.
-    fn push(&mut self, slot: usize) {
+    fn push(&mut self, slot: usize) -> io::Result<()> {
         let Some(f) = self.slots[slot].as_mut() else {
-            return;
+            return Ok(());
         };
         let fd = types::Fd(f.job.file.fd());
         let len = (BLOCK_SIZE - f.done) as u32;
@@ -116,37 +126,52 @@ impl Ring {
             }
         }
         .user_data(slot as u64);
-        loop {
-            // SAFETY: the buffer is the job's boxed block, owned by `self.slots[slot]`
-            // and neither touched nor freed until this entry's completion is reaped
-            // (moving the Box within `slots` does not move the block); the job's
-            // Arc<DataFile> keeps the descriptor open as long.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
-                return;
-            }
-            // Submission queue full: hand it to the kernel and retry.
-            let _ = self.ring.submit();
+        // SAFETY: the buffer is the job's boxed block, owned by `self.slots[slot]`
+        // and neither touched nor freed until this entry's completion is reaped, or
+        // leaked by `abandon` (moving the Box within `slots` does not move the
+        // block); the job's Arc<DataFile> keeps the descriptor open as long.
+        if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+            return Ok(());
         }
+        // Unreachable while each job has one entry queued and jobs in flight are
+        // capped at the queue's size; kept as a clean failure all the same.
+        Err(io::Error::other("io_uring submission queue full"))
     }
 
-    fn submit_and_wait(&mut self) {
+    fn submit_and_wait(&mut self) -> io::Result<()> {
+        let mut failures = 0;
         loop {
             match self.ring.submit_and_wait(1) {
-                Ok(_) => return,
-                Err(e) if matches!(e.raw_os_error(), Some(EINTR) | Some(EAGAIN)) => continue,
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(EINTR) => continue,
                 // The completion queue is full: reap first.
-                Err(e) if e.raw_os_error() == Some(EBUSY) => return,
-                Err(_) => {
-                    // Nothing sensible to do but let the kernel recover; jobs in flight
-                    // still own their buffers, so they cannot be failed and freed here.
+                Err(e) if e.raw_os_error() == Some(EBUSY) => return Ok(()),
+                Err(e) => {
+                    failures += 1;
+                    if failures == SUBMIT_ATTEMPTS {
+                        return Err(e);
+                    }
                     std::thread::sleep(std::time::Duration::from_millis(1));
-                    return;
                 }
             }
         }
     }
 
-    fn reap(&mut self) {
+    /// Fails every job in flight. The kernel may still be using their blocks, so
+    /// each is leaked and the caller gets a fresh one: 4 KiB a job, on a path that
+    /// only a broken ring or a panic takes.
+    fn abandon(&mut self, why: &io::Error) {
+        for slot in self.slots.iter_mut() {
+            if let Some(mut f) = slot.take() {
+                std::mem::forget(std::mem::replace(&mut f.job.block, Block::zeroed()));
+                f.job
+                    .finish(Err(io::Error::new(why.kind(), format!("io_uring: {why}"))));
+            }
+        }
+        self.in_flight = 0;
+    }
+
+    fn reap(&mut self) -> io::Result<()> {
         let finished: Vec<(usize, i32)> = self
             .ring
             .completion()
@@ -171,7 +196,7 @@ impl Ring {
                 (f.done == BLOCK_SIZE).then_some(Ok(()))
             };
             match outcome {
-                None => self.push(slot),
+                None => self.push(slot)?,
                 Some(result) => {
                     if let Some(f) = self.slots[slot].take() {
                         f.job.finish(result);
@@ -180,6 +205,52 @@ impl Ring {
                     self.in_flight -= 1;
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Ring {
+    /// A panic on the ring thread must not free blocks the kernel still writes.
+    fn drop(&mut self) {
+        if self.in_flight > 0 {
+            self.abandon(&io::Error::other("I/O engine stopped"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::DataFile;
+
+    /// A ring dropped with work in flight (a panic on its thread) fails each job,
+    /// handing back a fresh block instead of one the kernel may still own.
+    #[test]
+    fn a_ring_dropped_mid_flight_fails_its_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(DataFile::open(&dir.path().join("f")).unwrap());
+        file.write_block(&Block([7; BLOCK_SIZE]), 0).unwrap();
+        let mut ring = Ring::new(IoUring::new(8).unwrap(), Arc::default());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for tag in 0..3 {
+            let job = Job {
+                file: file.clone(),
+                op: Op::Read,
+                offset: 0,
+                block: Block::zeroed(),
+                tag,
+                reply: tx.clone(),
+            };
+            ring.start(job).unwrap();
+        }
+        drop(ring);
+        drop(tx);
+        let done: Vec<_> = rx.iter().collect();
+        assert_eq!(done.len(), 3);
+        for d in done {
+            assert!(d.result.is_err());
+            assert!(d.block.0.iter().all(|&b| b == 0));
         }
     }
 }
