@@ -23,7 +23,7 @@ fn page_ids() -> Vec<PageId> {
 fn build(dir: &std::path::Path) {
     let store = Store::open(dir, StoreConfig::default()).unwrap();
     let pages = PageStore::open(&store, 16, 1).unwrap();
-    let values = ValueStore::open(&store, 1).unwrap();
+    let values = ValueStore::open(&store, 1, 0).unwrap();
     for round in 0..3u64 {
         let seqno = store.meta().seqno + 1;
         let changes: Vec<_> = (round * 700..(round + 1) * 700)
@@ -65,7 +65,7 @@ fn read_everything(dir: &std::path::Path) {
             let _ = pages.get(&store, &id);
         }
     }
-    if let Ok(values) = ValueStore::open(&store, 2) {
+    if let Ok(values) = ValueStore::open(&store, 2, 0) {
         for i in 0..2100 {
             let _ = values.get(&store, &key(i));
         }

@@ -103,12 +103,6 @@ impl DataFile {
         Ok(self.file.metadata()?.len() / BLOCK_SIZE as u64)
     }
 
-    /// Cuts or extends the file to `blocks` blocks, and makes the new length durable.
-    pub(crate) fn set_blocks(&self, blocks: u64) -> io::Result<()> {
-        self.file.set_len(blocks * BLOCK_SIZE as u64)?;
-        self.file.sync_all()
-    }
-
     /// Unchecked raw access for the fault injector, which must bypass itself.
     #[cfg(test)]
     pub(crate) fn raw(&self) -> &File {

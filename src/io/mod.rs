@@ -58,7 +58,6 @@ pub(crate) struct Job {
 /// A finished job: the block (read data, or the written data back) and the result.
 pub(crate) struct Done {
     pub(crate) tag: u64,
-    pub(crate) op: Op,
     pub(crate) block: Box<Block>,
     pub(crate) result: io::Result<()>,
 }
@@ -67,7 +66,6 @@ impl Job {
     fn finish(self, result: io::Result<()>) {
         let done = Done {
             tag: self.tag,
-            op: self.op,
             block: self.block,
             result,
         };

@@ -16,6 +16,7 @@ mod index;
 mod tests;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -44,6 +45,16 @@ pub(crate) struct PagePlan {
     free: Vec<u32>,
 }
 
+/// What prefetching a page takes.
+pub(crate) enum Fetch {
+    /// Nothing: it is in RAM.
+    Cached,
+    /// Nothing: it is not stored.
+    Absent,
+    /// Reading these slots (one of which may hold it), as of this generation.
+    Read(u64, Vec<u32>),
+}
+
 struct Slots {
     index: SlotIndex,
     free: Vec<u32>,
@@ -62,6 +73,8 @@ struct Slots {
 pub(crate) struct PageStore {
     slots: RwLock<Slots>,
     cache: PageCache,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl PageStore {
@@ -98,6 +111,8 @@ impl PageStore {
         Ok(PageStore {
             slots: RwLock::new(slots),
             cache,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         })
     }
 
@@ -111,12 +126,47 @@ impl PageStore {
         self.slots.read().index.bytes()
     }
 
+    /// Lookups answered from RAM, and lookups that read the disk.
+    pub(crate) fn cache_counts(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    /// What prefetching page `id` takes.
+    pub(crate) fn fetch_plan(&self, id: &PageId) -> Fetch {
+        if self.cache.contains(id) {
+            return Fetch::Cached;
+        }
+        let slots = self.slots.read();
+        let candidates: Vec<u32> = slots.index.candidates(id).collect();
+        match candidates.is_empty() {
+            true => Fetch::Absent,
+            false => Fetch::Read(slots.generation, candidates),
+        }
+    }
+
+    /// Caches a block prefetched from `slot` at `generation` if it is page `id`
+    /// and still the committed one.
+    pub(crate) fn offer(&self, id: &PageId, slot: u32, generation: u64, block: Box<Block>) {
+        let page = Page::from_block(block);
+        if !matches!(page.verified_id(), Ok(found) if found == *id) {
+            return;
+        }
+        let slots = self.slots.read();
+        if slots.generation == generation && !slots.overlay.contains_key(&slot) {
+            self.cache.insert(*id, Arc::new(page));
+        }
+    }
+
     /// The committed page `id`, or `None` if it is not stored. Safe beside a
     /// commit: only pages of the published state are returned and cached.
     pub(crate) fn get(&self, store: &Store, id: &PageId) -> Result<Option<Arc<Page>>, Error> {
         store.check_usable()?;
         loop {
             if let Some(page) = self.cache.get(id) {
+                self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(Some(page));
             }
             let (generation, candidates) = {
@@ -126,6 +176,10 @@ impl PageStore {
                     slots.index.candidates(id).collect::<Vec<_>>(),
                 )
             };
+            if candidates.is_empty() {
+                return Ok(None);
+            }
+            self.misses.fetch_add(1, Ordering::Relaxed);
             let mut read: HashMap<u32, Result<Box<Block>, Error>> = candidates
                 .iter()
                 .map(|&slot| (slot, store.read(Target::Pages, slot as u64)))
@@ -197,7 +251,7 @@ impl PageStore {
             };
             match change {
                 Some(mut page) => {
-                    page.seal(seqno);
+                    page.seal();
                     let page = Arc::new(page);
                     plan.writes.push(BlockWrite {
                         target: Target::Pages,

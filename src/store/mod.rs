@@ -298,6 +298,17 @@ impl Store {
         Ok(meta)
     }
 
+    /// Every file, for tests that model power loss.
+    #[cfg(test)]
+    pub(crate) fn files(&self) -> Vec<&DataFile> {
+        self.targets
+            .iter()
+            .chain(&self.wals)
+            .chain([&self.meta_file])
+            .map(|f| &**f)
+            .collect()
+    }
+
     /// Fails with [`Error::Poisoned`] once a commit has failed: callers must check
     /// this even for answers they could give from memory.
     pub(crate) fn check_usable(&self) -> Result<(), Error> {

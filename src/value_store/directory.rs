@@ -99,9 +99,4 @@ impl Directory {
             self.entries -= meta.fingerprints.len();
         }
     }
-
-    /// Smallest keys of adjacent buckets, in order: for checks at open.
-    pub(super) fn mins(&self) -> impl Iterator<Item = &KeyPath> {
-        self.map.keys()
-    }
 }

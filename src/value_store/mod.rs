@@ -23,6 +23,8 @@ mod overflow;
 mod tests;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::RwLock;
 
@@ -31,7 +33,8 @@ use bucket::{Entry, Stored, PAYLOAD};
 use directory::Directory;
 use overflow::Extents;
 
-use crate::block::Block;
+use crate::block::{Block, BLOCK_SIZE};
+use crate::clock::ClockCache;
 use crate::store::{free_mark, is_free_mark, BlockWrite, Store, Target};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
@@ -75,7 +78,13 @@ pub(crate) struct ValuePlan {
     released: Vec<(u64, u64)>,
     /// Committed blocks of the buckets this plan overwrites.
     old: Vec<(u32, Box<Block>)>,
+    /// The buckets this plan writes, for the cache at publish.
+    new: Vec<(u32, Option<Arc<Cached>>)>,
 }
+
+/// A cached bucket block (a newtype: `Arc<Box<_>>` would be redundant, and an
+/// `Arc<Block>` would pad its counters to a whole 4 KiB).
+pub(crate) struct Cached(Box<Block>);
 
 /// Keys and values on disk, with the RAM directory.
 ///
@@ -83,11 +92,16 @@ pub(crate) struct ValuePlan {
 /// failed commit, which poisons the store) before planning the next.
 pub(crate) struct ValueStore {
     state: RwLock<State>,
+    /// Committed bucket blocks by slot.
+    cache: ClockCache<u32, Arc<Cached>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl ValueStore {
-    /// Scans the buckets of `store` and builds the directory and free space.
-    pub(crate) fn open(store: &Store, seed: u64) -> Result<ValueStore, Error> {
+    /// Scans the buckets of `store` and builds the directory and free space;
+    /// caches up to `cache_bytes` of buckets.
+    pub(crate) fn open(store: &Store, seed: u64, cache_bytes: usize) -> Result<ValueStore, Error> {
         let meta = store.meta();
         let buckets_len = meta.lengths[Target::Buckets as usize];
         let mut state = State {
@@ -131,7 +145,57 @@ impl ValueStore {
         state.extents = Extents::from_used(used_extents, meta.lengths[Target::Overflow as usize])?;
         Ok(ValueStore {
             state: RwLock::new(state),
+            cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         })
+    }
+
+    /// Bucket reads answered from RAM, and bucket reads that went to the disk.
+    pub(crate) fn cache_counts(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    /// What to read to prefetch the bucket of `key`: its slot and the generation
+    /// it belongs to; `None` if cached or if `key` is certainly absent.
+    pub(crate) fn fetch_plan(&self, key: &KeyPath) -> Option<(u64, u32)> {
+        let state = self.state.read();
+        let (_, meta) = state.dir.bucket_of(key)?;
+        let slot = meta.slot;
+        (state.dir.may_hold(meta, key) && !self.cache.contains(&slot))
+            .then_some((state.generation, slot))
+    }
+
+    /// Caches a bucket prefetched from `slot` at `generation` if it is still the
+    /// committed one.
+    pub(crate) fn offer(&self, slot: u32, generation: u64, block: Box<Block>) {
+        let state = self.state.read();
+        if state.generation == generation && !state.overlay.contains_key(&slot) {
+            self.cache.insert(slot, Arc::new(Cached(block)));
+        }
+    }
+
+    /// The blocks of `slots`, from the cache where it has them. The caller checks
+    /// that they are committed ones (generation and overlay) before using them.
+    fn read_buckets(&self, store: &Store, slots: &[u32]) -> Result<Vec<Arc<Cached>>, Error> {
+        let mut found: Vec<Option<Arc<Cached>>> = slots.iter().map(|s| self.cache.get(s)).collect();
+        let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
+        self.hits
+            .fetch_add((slots.len() - missing.len()) as u64, Ordering::Relaxed);
+        self.misses
+            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+        let blocks = match missing.as_slice() {
+            [] => Vec::new(),
+            [one] => vec![store.read(Target::Buckets, slots[*one] as u64)?],
+            many => store.read_blocks(Target::Buckets, many.iter().map(|&i| slots[i] as u64))?,
+        };
+        for (i, block) in missing.into_iter().zip(blocks) {
+            found[i] = Some(Arc::new(Cached(block)));
+        }
+        Ok(found.into_iter().flatten().collect())
     }
 
     /// Keys stored.
@@ -151,6 +215,7 @@ impl ValueStore {
 
     /// The slot of the bucket that may hold `key`, or `None` if `key` is certainly
     /// absent.
+    #[cfg(test)]
     fn slot_for(&self, key: &KeyPath) -> Option<u32> {
         let state = self.state.read();
         let (_, meta) = state.dir.bucket_of(key)?;
@@ -174,22 +239,22 @@ impl ValueStore {
                 let state = self.state.read();
                 (state.generation, slots_of(&state.dir))
             };
-            let blocks = match slots.as_slice() {
-                [] => Vec::new(),
-                [one] => vec![store.read(Target::Buckets, *one as u64)?],
-                many => store.read_blocks(Target::Buckets, many.iter().map(|&s| s as u64))?,
-            };
+            let blocks = self.read_buckets(store, &slots)?;
             let state = self.state.read();
             if state.generation != generation {
-                blocks.into_iter().for_each(Block::recycle);
                 continue;
             }
             let mut result = Ok(());
             for (slot, block) in slots.iter().zip(&blocks) {
-                result = result.and_then(|()| f(state.overlay.get(slot).unwrap_or(block)));
+                let block = match state.overlay.get(slot) {
+                    Some(committed) => committed,
+                    None => {
+                        self.cache.insert(*slot, block.clone());
+                        &block.0
+                    }
+                };
+                result = result.and_then(|()| f(block));
             }
-            drop(state);
-            blocks.into_iter().for_each(Block::recycle);
             return result;
         }
     }
@@ -281,6 +346,7 @@ impl ValueStore {
             extents: state.extents.clone(),
             released: Vec::new(),
             old: Vec::new(),
+            new: Vec::new(),
         };
         // Every bucket with changes, read at once.
         let mut touched: Vec<u32> = changes
@@ -288,8 +354,8 @@ impl ValueStore {
             .filter_map(|(k, _)| state.dir.bucket_of(k).map(|(_, meta)| meta.slot))
             .collect();
         touched.dedup();
-        let blocks = store.read_blocks(Target::Buckets, touched.iter().map(|&s| s as u64))?;
-        let mut read: std::collections::HashMap<u32, Box<Block>> =
+        let blocks = self.read_buckets(store, &touched)?;
+        let mut read: std::collections::HashMap<u32, Arc<Cached>> =
             touched.into_iter().zip(blocks).collect();
 
         // Buckets are rewritten in runs of adjacent ones, so that a bucket left
@@ -318,8 +384,8 @@ impl ValueStore {
                     let block = read
                         .remove(&slot)
                         .ok_or(Error::Corrupt("bucket listed twice"))?;
-                    let entries = bucket::decode(&block)?;
-                    run.take(min, slot, block);
+                    let entries = bucket::decode(&block.0)?;
+                    run.take(min, slot, Box::new(Block::clone(&block.0)));
                     entries
                 }
                 None => Vec::new(),
@@ -351,6 +417,12 @@ impl ValueStore {
         let mut state = self.state.write();
         state.generation += 1;
         state.overlay.clear();
+        for (slot, block) in plan.new {
+            match block {
+                Some(block) => self.cache.insert(slot, block),
+                None => self.cache.remove(&slot),
+            }
+        }
         for min in &plan.removed {
             state.dir.remove(min);
         }
@@ -446,10 +518,12 @@ impl ValuePlan {
                     (self.buckets_len - 1) as u32
                 }
             };
+            let block = bucket::encode(&part, seqno);
+            self.new.push((slot, Some(Arc::new(Cached(block.clone())))));
             self.writes.push(BlockWrite {
                 target: Target::Buckets,
                 index: slot as u64,
-                block: bucket::encode(&part, seqno),
+                block,
             });
             self.added.push((slot, part));
         }
@@ -459,6 +533,7 @@ impl ValuePlan {
                 index: slot as u64,
                 block: free_mark(seqno),
             });
+            self.new.push((slot, None));
             self.freed_slots.push(slot);
         }
         Ok(())

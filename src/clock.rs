@@ -1,0 +1,94 @@
+//! A bounded map evicting by CLOCK: an entry read since the hand last passed it
+//! gets another round. Shared by the page cache and the bucket cache.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use parking_lot::Mutex;
+
+/// Up to `capacity` entries; thread-safe.
+pub(crate) struct ClockCache<K, V> {
+    inner: Mutex<Clock<K, V>>,
+}
+
+struct Clock<K, V> {
+    capacity: usize,
+    slots: Vec<(K, V, bool)>,
+    where_is: HashMap<K, usize>,
+    hand: usize,
+}
+
+impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
+    pub(crate) fn new(capacity: usize) -> ClockCache<K, V> {
+        ClockCache {
+            inner: Mutex::new(Clock {
+                capacity,
+                slots: Vec::new(),
+                where_is: HashMap::new(),
+                hand: 0,
+            }),
+        }
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<V> {
+        let mut clock = self.inner.lock();
+        let i = *clock.where_is.get(key)?;
+        clock.slots[i].2 = true;
+        Some(clock.slots[i].1.clone())
+    }
+
+    pub(crate) fn contains(&self, key: &K) -> bool {
+        self.inner.lock().where_is.contains_key(key)
+    }
+
+    /// Caches `value` as the current value of `key`.
+    pub(crate) fn insert(&self, key: K, value: V) {
+        let mut clock = self.inner.lock();
+        if let Some(&i) = clock.where_is.get(&key) {
+            clock.slots[i] = (key, value, true);
+            return;
+        }
+        if clock.capacity == 0 {
+            return;
+        }
+        if clock.slots.len() < clock.capacity {
+            let i = clock.slots.len();
+            clock.slots.push((key, value, false));
+            clock.where_is.insert(key, i);
+            return;
+        }
+        let victim = clock.advance();
+        let old = std::mem::replace(&mut clock.slots[victim], (key, value, false)).0;
+        clock.where_is.remove(&old);
+        clock.where_is.insert(key, victim);
+    }
+
+    pub(crate) fn remove(&self, key: &K) {
+        let mut clock = self.inner.lock();
+        if let Some(i) = clock.where_is.remove(key) {
+            let last = clock.slots.len() - 1;
+            clock.slots.swap(i, last);
+            clock.slots.pop();
+            if i < clock.slots.len() {
+                let moved = clock.slots[i].0;
+                clock.where_is.insert(moved, i);
+            }
+            if clock.hand >= clock.slots.len() {
+                clock.hand = 0;
+            }
+        }
+    }
+}
+
+impl<K, V> Clock<K, V> {
+    /// The next slot not read since the hand last passed it.
+    fn advance(&mut self) -> usize {
+        loop {
+            let i = self.hand;
+            self.hand = (self.hand + 1) % self.slots.len();
+            if !std::mem::replace(&mut self.slots[i].2, false) {
+                return i;
+            }
+        }
+    }
+}
