@@ -27,6 +27,9 @@ pub enum Error {
     ValueTooLarge(usize),
     /// Stored data failed a check (checksum, magic, bounds).
     Corrupt(&'static str),
+    /// A session was committed after another commit moved the root it started
+    /// from; its writes were not applied.
+    StaleSession,
     /// Another handle holds the database directory.
     Locked,
     /// An earlier write failed; the database refuses all operations until reopened,
@@ -60,6 +63,9 @@ impl fmt::Display for Error {
                 crate::MAX_VALUE_LEN
             ),
             Error::Corrupt(what) => write!(f, "corrupt data: {what}"),
+            Error::StaleSession => f.write_str(
+                "session is stale: another commit landed after it began; begin a new session",
+            ),
             Error::Locked => f.write_str("database directory is in use by another handle"),
             Error::Poisoned => f.write_str("a write failed earlier; reopen the database"),
             #[cfg(feature = "std")]

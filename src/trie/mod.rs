@@ -16,12 +16,12 @@ pub(crate) mod page;
 pub(crate) mod page_id;
 pub mod proof;
 
-#[cfg(feature = "std")]
-pub(crate) use builder::check_strictly_sorted;
 pub use builder::compute_root;
+#[cfg(feature = "std")]
+pub(crate) use builder::{build_subtree, check_strictly_sorted, Discard};
 pub use node::{
     bit, hash_internal, hash_leaf, hash_value, KeyPath, Node, NodeKind, ValueHash, MAX_DEPTH,
     TERMINATOR,
 };
 #[cfg(feature = "std")]
-pub(crate) use node::{common_prefix_len, prefix, shares_prefix};
+pub(crate) use node::{common_prefix_len, join_canonical, prefix, shares_prefix};

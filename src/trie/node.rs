@@ -106,6 +106,17 @@ pub fn shares_prefix(a: &KeyPath, b: &KeyPath, depth: usize) -> bool {
     prefix(a, depth) == prefix(b, depth)
 }
 
+/// The canonical parent of two canonical subtrees: a lone leaf rises, an empty pair
+/// is empty.
+pub(crate) fn join_canonical(left: Node, right: Node) -> Node {
+    match (NodeKind::of(&left), NodeKind::of(&right)) {
+        (NodeKind::Terminator, NodeKind::Terminator) => TERMINATOR,
+        (NodeKind::Leaf, NodeKind::Terminator) => left,
+        (NodeKind::Terminator, NodeKind::Leaf) => right,
+        _ => hash_internal(&left, &right),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,12 +19,12 @@ pub const FIRST_BOTTOM_SLOT: usize = NODES_PER_PAGE - 64;
 
 const ID: usize = NODES_PER_PAGE * 32;
 const ELIDED: usize = ID + 32;
-const SEQNO: usize = ELIDED + 8;
-const MAGIC: usize = SEQNO + 8;
+const LEAVES: usize = ELIDED + 8;
+const MAGIC: usize = LEAVES + 8;
 const VERSION: usize = MAGIC + 4;
 const CHECKSUM: usize = PAGE_SIZE - 8;
 const MAGIC_BYTES: [u8; 4] = *b"ptpg";
-const FORMAT_VERSION: u16 = 1;
+const FORMAT_VERSION: u16 = 2;
 
 /// Slot of the node `rel_depth` levels below the page's root position (1 to 6)
 /// whose path from there is the `rel_depth`-bit number `bits`.
@@ -63,10 +63,11 @@ impl Page {
         Page(Block::zeroed())
     }
 
-    /// A blank page naming itself `id`.
+    /// A blank page naming itself `id`: every slot a terminator, no child stored.
     pub fn new(id: &PageId) -> Page {
         let mut page = Page::zeroed();
         page.0 .0[ID..ID + 32].copy_from_slice(&id.encode());
+        page.set_elided_children(u64::MAX);
         page
     }
 
@@ -107,16 +108,21 @@ impl Page {
         self.0.put_u64(ELIDED, bits);
     }
 
-    /// Sequence number of the commit that last wrote this page.
-    pub fn seqno(&self) -> u64 {
-        self.0.u64_at(SEQNO)
+    /// Leaves in the subtree under the page's root position: what decides whether
+    /// the page is stored at all.
+    pub fn leaves(&self) -> u64 {
+        self.0.u64_at(LEAVES)
     }
 
-    /// Stamps the page with the commit writing it and its checksum; the last step
-    /// before the page goes to disk.
-    pub fn seal(&mut self, seqno: u64) {
+    /// Sets the leaf count.
+    pub fn set_leaves(&mut self, leaves: u64) {
+        self.0.put_u64(LEAVES, leaves);
+    }
+
+    /// Stamps the page with magic, version and checksum; the last step before the
+    /// page goes to disk.
+    pub fn seal(&mut self) {
         let b = &mut self.0;
-        b.put_u64(SEQNO, seqno);
         b.0[MAGIC..MAGIC + 4].copy_from_slice(&MAGIC_BYTES);
         b.0[VERSION..VERSION + 2].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         let sum = b.checksum(CHECKSUM);
@@ -200,11 +206,12 @@ mod tests {
         let mut page = Page::new(&id);
         page.set_node(17, &hash_leaf(&[1; 32], &[2; 32]));
         page.set_elided_children(1 << 40);
-        page.seal(7);
+        page.set_leaves(7);
+        page.seal();
         page.check(&id).unwrap();
-        assert_eq!((page.seqno(), page.elided_children()), (7, 1 << 40));
+        assert_eq!((page.leaves(), page.elided_children()), (7, 1 << 40));
         assert!(page.check(&PageId::ROOT).is_err());
-        for byte in [0, 17 * 32 + 5, ID, ELIDED, SEQNO, MAGIC, VERSION, CHECKSUM] {
+        for byte in [0, 17 * 32 + 5, ID, ELIDED, LEAVES, MAGIC, VERSION, CHECKSUM] {
             let mut bad = page.clone();
             bad.0 .0[byte] ^= 1;
             assert!(

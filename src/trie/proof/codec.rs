@@ -5,13 +5,14 @@
 
 use alloc::vec::Vec;
 
-use super::{LeafData, MultiProof, MultiTerminal, PathProof};
+use super::{LeafData, MultiProof, MultiTerminal, PathProof, Witness};
 use crate::trie::node::{prefix, Node, MAX_DEPTH};
 use crate::Error;
 
 const VERSION: u8 = 1;
 const KIND_PATH: u8 = 1;
 const KIND_MULTI: u8 = 2;
+const KIND_WITNESS: u8 = 3;
 const EMPTY: u8 = 0;
 const LEAF: u8 = 1;
 
@@ -126,6 +127,52 @@ impl MultiProof {
             terminals,
             siblings,
         })
+    }
+}
+
+impl Witness {
+    /// The witness's bytes: version, kind, the encoded multi-proof (length-prefixed),
+    /// then each write as key, tag (0 delete, 1 set) and value hash if set.
+    pub fn encode(&self) -> Vec<u8> {
+        let proof = self.proof.encode();
+        let mut out = Vec::with_capacity(14 + proof.len() + 65 * self.writes.len());
+        out.extend_from_slice(&[VERSION, KIND_WITNESS]);
+        out.extend_from_slice(&(proof.len() as u32).to_le_bytes());
+        out.extend_from_slice(&proof);
+        out.extend_from_slice(&(self.writes.len() as u32).to_le_bytes());
+        for (key, value_hash) in &self.writes {
+            out.extend_from_slice(key);
+            match value_hash {
+                Some(vh) => {
+                    out.push(LEAF);
+                    out.extend_from_slice(vh);
+                }
+                None => out.push(EMPTY),
+            }
+        }
+        out
+    }
+
+    /// Parses [`Witness::encode`]'s output; any other input is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Witness, Error> {
+        let mut r = Reader(bytes);
+        r.header(KIND_WITNESS)?;
+        let proof_len = u32::from_le_bytes(r.array()?) as usize;
+        let proof = MultiProof::decode(r.take(proof_len)?)?;
+        let count = u32::from_le_bytes(r.array()?) as usize;
+        // Each write takes at least 33 bytes.
+        let mut writes = Vec::with_capacity(count.min(r.0.len() / 33));
+        for _ in 0..count {
+            let key = r.array()?;
+            let value_hash = match r.u8()? {
+                EMPTY => None,
+                LEAF => Some(r.array()?),
+                _ => return Err(Error::MalformedProof("unknown write kind")),
+            };
+            writes.push((key, value_hash));
+        }
+        r.end()?;
+        Ok(Witness { proof, writes })
     }
 }
 

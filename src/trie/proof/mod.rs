@@ -8,10 +8,14 @@ mod multi;
 mod path;
 mod prover;
 mod walk;
+mod witness;
 
 pub use multi::{MultiProof, MultiTerminal, VerifiedMultiProof};
 pub use path::{LeafData, PathProof};
+#[cfg(feature = "std")]
+pub(crate) use prover::prove_below;
 pub use prover::{prove_multi, prove_path};
+pub use witness::Witness;
 
 /// A write checked by [`MultiProof::verify_update`]: the new value hash, or `None`
 /// for a delete.

@@ -8,7 +8,7 @@ use super::walk::{check_shape, fold};
 use super::{PathProof, Write};
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
 use crate::trie::node::{
-    bit, hash_internal, hash_leaf, prefix, shares_prefix, KeyPath, Node, NodeKind, ValueHash,
+    bit, hash_internal, hash_leaf, join_canonical, prefix, shares_prefix, KeyPath, Node, ValueHash,
     MAX_DEPTH, TERMINATOR,
 };
 use crate::Error;
@@ -197,17 +197,6 @@ fn rebuild(t: &MultiTerminal, writes: &[Write]) -> Node {
     }
     entries.extend(existing);
     build_subtree(&entries, t.depth as usize, &mut Discard)
-}
-
-/// The canonical parent of two canonical subtrees: a lone leaf rises, an empty pair
-/// is empty.
-fn join_canonical(left: Node, right: Node) -> Node {
-    match (NodeKind::of(&left), NodeKind::of(&right)) {
-        (NodeKind::Terminator, NodeKind::Terminator) => TERMINATOR,
-        (NodeKind::Leaf, NodeKind::Terminator) => left,
-        (NodeKind::Terminator, NodeKind::Leaf) => right,
-        _ => hash_internal(&left, &right),
-    }
 }
 
 /// Emits the terminals and siblings of `paths` (sorted, distinct keys, all sharing

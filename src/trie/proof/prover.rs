@@ -55,8 +55,9 @@ pub fn prove_multi(
     Ok(out)
 }
 
-/// `entries` and `keys` (non-empty) all lie below the position at `depth`.
-fn prove_below(
+/// Appends to `out` the proof of `keys` (non-empty, sorted, distinct) in the subtree
+/// at `depth` holding `entries` (sorted); all lie below that position.
+pub(crate) fn prove_below(
     entries: &[(KeyPath, ValueHash)],
     keys: &[KeyPath],
     depth: usize,
