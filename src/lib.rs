@@ -33,28 +33,33 @@ extern crate alloc;
 
 #[cfg(feature = "std")]
 mod block;
+#[cfg(feature = "std")]
+mod clock;
+#[cfg(feature = "std")]
+mod commit;
+#[cfg(feature = "std")]
+mod db;
 mod error;
 #[cfg(all(test, feature = "std"))]
 mod fuzz_tests;
 #[cfg(feature = "std")]
-#[allow(dead_code)] // Driven by the stores, which arrive next.
 mod io;
 #[cfg(feature = "std")]
-#[allow(dead_code)] // Driven by the commit pipeline, which arrives with the Db.
 mod page_store;
 #[cfg(feature = "std")]
-#[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.
 mod store;
 #[cfg(all(test, feature = "std"))]
 mod test_support;
 pub mod trie;
 #[cfg(feature = "std")]
-#[allow(dead_code)] // Driven by the Db, which arrives with the commit pipeline.
 mod value_store;
 
+#[cfg(feature = "std")]
+pub use db::{CommitOutput, Db, Metrics, Options, Session};
 pub use error::Error;
 #[cfg(feature = "std")]
 pub use io::IoBackend;
+pub use trie::proof::Witness;
 pub use trie::{KeyPath, Node, ValueHash};
 
 /// The longest value the database stores, in bytes (4 GiB - 1); longer ones are

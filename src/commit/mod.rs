@@ -1,0 +1,187 @@
+//! The commit pipeline (DESIGN.md section 7): from a session's sorted changes to
+//! the new root, the page changes and the witness.
+//!
+//! Owns what pages contain: which subtrees are stored (those with at least
+//! [`STORE_MIN_LEAVES`] leaves), what every slot and bitmap bit holds, and how a
+//! subtree is updated, rebuilt from the value store, and proven. Workers split the
+//! root page's 64 children between them; the root page is finished last, on the
+//! caller's thread.
+//!
+//! May not write anything: it reads the committed state through the stores and
+//! hands its page changes back; the Db commits them with the value changes.
+
+mod prove;
+#[cfg(test)]
+mod tests;
+mod worker;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::trie::page::{slot, Page};
+use crate::trie::page_id::{PageId, PAGE_DEPTH};
+use crate::trie::proof::MultiProof;
+use crate::trie::{KeyPath, Node, NodeKind};
+use crate::Error;
+
+use worker::{is_stored, Old, Updated, Worker};
+pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
+
+/// What a commit does to the trie.
+pub(crate) struct TrieUpdate {
+    pub(crate) root: Node,
+    /// Pages to store (`Some`) or delete (`None`).
+    pub(crate) pages: Vec<(PageId, Option<Page>)>,
+    /// The proof of `keys` against the previous root.
+    pub(crate) proof: MultiProof,
+}
+
+/// Applies `changes` (sorted, each key once) to the committed trie with root
+/// `prev_root`, proving `keys` (sorted, distinct) against it, on `workers` threads.
+pub(crate) fn update_trie(
+    tree: Tree<'_>,
+    prev_root: &Node,
+    changes: &[Change],
+    keys: &[KeyPath],
+    workers: usize,
+) -> Result<TrieUpdate, Error> {
+    let old = match tree.pages.get(tree.store, &PageId::ROOT)? {
+        Some(page) => Old::Page(page),
+        None if (tree.values.len() as u64) < STORE_MIN_LEAVES => {
+            let all = tree.values.entries_with_prefix(tree.store, &[0; 32], 0)?;
+            let root = crate::trie::build_subtree(&all, 0, &mut crate::trie::Discard);
+            if root != *prev_root {
+                return Err(Error::Corrupt("the value store disagrees with the root"));
+            }
+            Old::Entries(all)
+        }
+        None => return Err(Error::Corrupt("the root page is missing")),
+    };
+    let mut main = Worker::new(tree);
+    if let Old::Page(page) = &old {
+        if workers > 1 {
+            run_children(tree, page, changes, keys, workers, &mut main)?;
+        }
+    }
+    let mut proof = MultiProof::default();
+    if keys.is_empty() {
+        proof.siblings.push(*prev_root);
+    } else {
+        main.prove(&PageId::ROOT, &old, keys, &mut proof)?;
+    }
+    let root = match changes {
+        [] => *prev_root,
+        _ => main.update(PageId::ROOT, old, changes)?.node,
+    };
+    Ok(TrieUpdate {
+        root,
+        pages: main.pages,
+        proof,
+    })
+}
+
+/// One child of the root page and what falls under it.
+struct Job<'c> {
+    index: u8,
+    changes: &'c [Change],
+    keys: &'c [KeyPath],
+}
+
+/// Proves and updates the root page's children on `workers` threads, leaving
+/// the results in `main` for the root page's own pass.
+fn run_children(
+    tree: Tree<'_>,
+    root: &Page,
+    changes: &[Change],
+    keys: &[KeyPath],
+    workers: usize,
+    main: &mut Worker<'_>,
+) -> Result<(), Error> {
+    let jobs: Vec<Job> = (0..64u8)
+        // A child whose parent slot is internal is reached by the root page's
+        // walk exactly as its own subtree; others lie in a region rebuilt whole.
+        .filter(|&i| {
+            NodeKind::of(&root.node(slot(PAGE_DEPTH - 1, i as usize / 2))) == NodeKind::Internal
+        })
+        .map(|index| Job {
+            index,
+            changes: under(changes, index, |c| &c.0),
+            keys: under(keys, index, |k| k),
+        })
+        .filter(|job| !job.changes.is_empty() || !job.keys.is_empty())
+        .collect();
+    let next = AtomicUsize::new(0);
+    type Output<'p> = (
+        Vec<(u8, Option<Updated>, Option<MultiProof>)>,
+        Vec<(PageId, Option<Page>)>,
+    );
+    let outputs: Vec<Result<Output, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers.min(jobs.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut worker = Worker::new(tree);
+                    let mut done = Vec::new();
+                    while let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        done.push(run_job(&mut worker, root, job)?);
+                    }
+                    Ok((done, worker.pages))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    for output in outputs {
+        let (done, pages) = output?;
+        for (index, updated, proof) in done {
+            if let Some(u) = updated {
+                main.done.updated.insert(index, u);
+            }
+            if let Some(p) = proof {
+                main.done.proofs.insert(index, p);
+            }
+        }
+        main.pages.extend(pages);
+    }
+    Ok(())
+}
+
+fn run_job(
+    worker: &mut Worker<'_>,
+    root: &Page,
+    job: &Job<'_>,
+) -> Result<(u8, Option<Updated>, Option<MultiProof>), Error> {
+    let child = PageId::ROOT
+        .child(job.index)
+        .ok_or(Error::Corrupt("child index"))?;
+    let any_key = job.keys.first().or(job.changes.first().map(|c| &c.0));
+    let Some(key) = any_key else {
+        return Ok((job.index, None, None));
+    };
+    let node = root.node(slot(PAGE_DEPTH, job.index as usize));
+    let old = worker.old(&child, &node, is_stored(root, job.index), key)?;
+    let proof = match job.keys {
+        [] => None,
+        keys => {
+            let mut proof = MultiProof::default();
+            worker.prove(&child, &old, keys, &mut proof)?;
+            Some(proof)
+        }
+    };
+    let updated = match job.changes {
+        [] => None,
+        changes => Some(worker.update(child, old, changes)?),
+    };
+    Ok((job.index, updated, proof))
+}
+
+/// The part of `sorted` whose keys start with the six bits `index`.
+fn under<T>(sorted: &[T], index: u8, key: impl Fn(&T) -> &KeyPath) -> &[T] {
+    let start = sorted.partition_point(|t| key(t)[0] >> 2 < index);
+    let end = sorted.partition_point(|t| key(t)[0] >> 2 <= index);
+    &sorted[start..end]
+}

@@ -1,0 +1,136 @@
+//! The page rule checked page by page against a model: after every commit each
+//! stored page holds exactly the canonical nodes, its leaf count and bitmap are
+//! right, and exactly the subtrees with enough leaves are stored.
+
+use std::collections::BTreeMap;
+
+use super::STORE_MIN_LEAVES;
+use crate::test_support::Rng;
+use crate::trie::page::slot;
+use crate::trie::page_id::{PageId, PAGE_DEPTH};
+use crate::trie::{bit, build_subtree, hash_value, Discard, KeyPath, ValueHash, TERMINATOR};
+use crate::{Db, Options};
+
+type Entries = Vec<(KeyPath, ValueHash)>;
+
+/// Checks page `id` (whose subtree holds `entries`) and its stored descendants;
+/// returns how many pages that is.
+fn check_page(db: &Db, id: PageId, entries: &[(KeyPath, ValueHash)]) -> usize {
+    let (store, pages, _) = db.parts();
+    let stored = pages.get(store, &id).unwrap();
+    if (entries.len() as u64) < STORE_MIN_LEAVES {
+        assert!(
+            stored.is_none(),
+            "{id:?} has {} leaves yet is stored",
+            entries.len()
+        );
+        return 0;
+    }
+    let page = stored.unwrap_or_else(|| panic!("{id:?} has {} leaves, not stored", entries.len()));
+    assert_eq!(page.leaves(), entries.len() as u64, "{id:?} leaf count");
+    let mut count = 1;
+    // Walk the page's positions with the entries under each.
+    let mut level: Vec<&[(KeyPath, ValueHash)]> = vec![entries];
+    for r in 1..=PAGE_DEPTH {
+        let depth = id.root_depth() + r - 1;
+        let mut next = Vec::new();
+        for (parent_bits, under) in level.iter().enumerate() {
+            let split = under.partition_point(|e| !bit(&e.0, depth));
+            for (side, part) in [&under[..split], &under[split..]].into_iter().enumerate() {
+                let bits = parent_bits * 2 + side;
+                let expected = if under.len() >= 2 {
+                    build_subtree(part, depth + 1, &mut Discard)
+                } else {
+                    TERMINATOR
+                };
+                assert_eq!(
+                    page.node(slot(r, bits)),
+                    expected,
+                    "{id:?} slot ({r}, {bits})"
+                );
+                next.push(if under.len() >= 2 { part } else { &[][..] });
+            }
+        }
+        level = next;
+    }
+    for (i, under) in level.iter().enumerate() {
+        let child_stored = (under.len() as u64) >= STORE_MIN_LEAVES;
+        assert_eq!(
+            page.elided_children() >> i & 1 == 0,
+            child_stored,
+            "{id:?} bit {i}"
+        );
+        if let Some(child) = id.child(i as u8) {
+            count += check_page(db, child, under);
+        }
+    }
+    count
+}
+
+fn check_all(db: &Db, model: &BTreeMap<KeyPath, Vec<u8>>) {
+    let entries: Entries = model.iter().map(|(k, v)| (*k, hash_value(v))).collect();
+    let count = check_page(db, PageId::ROOT, &entries);
+    assert_eq!(db.parts().1.len(), count, "pages stored beyond the rule");
+    assert_eq!(db.root(), build_subtree(&entries, 0, &mut Discard));
+}
+
+/// Random keys, a third of them in clusters sharing 12 to 40 bits, so pages at
+/// several levels fill, empty and switch between stored and elided.
+fn key(rng: &mut Rng, bases: &[KeyPath]) -> KeyPath {
+    let mut k = [0u8; 32];
+    for chunk in k.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next().to_le_bytes());
+    }
+    if rng.next() % 3 == 0 {
+        let base = bases[(rng.next() % bases.len() as u64) as usize];
+        let bits = 12 + (rng.next() % 29) as usize;
+        for d in 0..bits {
+            let mask = 0x80 >> (d % 8);
+            k[d / 8] = (k[d / 8] & !mask) | (base[d / 8] & mask);
+        }
+    }
+    k
+}
+
+fn run(workers: usize, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path()).commit_workers(workers)).unwrap();
+    let mut rng = Rng(seed);
+    let bases: Vec<KeyPath> = (0..3).map(|_| key(&mut rng, &[[0; 32]])).collect();
+    let mut model = BTreeMap::new();
+    let mut peak = 0;
+    for round in 0..12 {
+        let session = db.begin_session();
+        // Grow for eight rounds, then delete most of it.
+        let (inserts, deletes) = if round < 8 { (600, 40) } else { (20, 900) };
+        for _ in 0..inserts {
+            let k = key(&mut rng, &bases);
+            let v = (rng.next() % 1000).to_le_bytes().to_vec();
+            session.write(k, Some(v.clone()));
+            model.insert(k, v);
+        }
+        let present: Vec<KeyPath> = model.keys().copied().collect();
+        for _ in 0..deletes.min(present.len()) {
+            let k = present[(rng.next() % present.len() as u64) as usize];
+            session.write(k, None);
+            model.remove(&k);
+        }
+        session.commit().unwrap();
+        check_all(&db, &model);
+        peak = peak.max(db.parts().1.len());
+    }
+    assert!(
+        peak > 64,
+        "only {peak} pages: the test would not exercise pages"
+    );
+}
+
+#[test]
+fn pages_follow_the_rule_with_one_worker() {
+    run(1, 0x1234_5678);
+}
+
+#[test]
+fn pages_follow_the_rule_with_three_workers() {
+    run(3, 0x8765_4321);
+}

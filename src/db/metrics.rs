@@ -1,0 +1,63 @@
+//! Counters a running database keeps, for tuning and for the benchmarks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of a database's counters since it was opened ([`crate::Db::metrics`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Block reads issued to the disk (pages, buckets, overflow, WAL at open).
+    pub reads_issued: u64,
+    /// Block writes issued to the disk (WAL, meta and in place).
+    pub writes_issued: u64,
+    /// Bytes written to the disk.
+    pub bytes_written: u64,
+    /// Page lookups answered from RAM.
+    pub page_cache_hits: u64,
+    /// Page lookups that read the disk: the pages fetched.
+    pub page_cache_misses: u64,
+    /// Bucket reads answered from RAM.
+    pub value_cache_hits: u64,
+    /// Bucket reads that went to the disk.
+    pub value_cache_misses: u64,
+    /// Commits made.
+    pub commits: u64,
+    /// Total time updating the trie and building witnesses (zero with metrics off).
+    pub commit_trie_ns: u64,
+    /// Total time planning the stores' block writes (zero with metrics off).
+    pub commit_plan_ns: u64,
+    /// Total time in the durable write: WAL, meta record, in-place writes and
+    /// syncs (zero with metrics off).
+    pub commit_write_ns: u64,
+    /// Trie pages stored.
+    pub pages_stored: u64,
+    /// Keys stored.
+    pub keys_stored: u64,
+    /// RAM taken by the page index and the value directory with its fingerprints.
+    pub ram_index_bytes: u64,
+    /// Value-store buckets in use.
+    pub buckets: u64,
+    /// Whether the data files bypass the OS page cache (O_DIRECT; not on tmpfs).
+    pub direct_io: bool,
+    /// Whether I/O runs on io_uring.
+    pub io_uring: bool,
+    /// Why io_uring is not used, when it was wanted and could not be set up.
+    pub io_fallback: Option<String>,
+}
+
+/// The commit phase timers.
+#[derive(Default)]
+pub(crate) struct CommitTimers {
+    pub(crate) commits: AtomicU64,
+    pub(crate) trie_ns: AtomicU64,
+    pub(crate) plan_ns: AtomicU64,
+    pub(crate) write_ns: AtomicU64,
+}
+
+impl CommitTimers {
+    pub(crate) fn add(counter: &AtomicU64, since: Option<std::time::Instant>) {
+        if let Some(t) = since {
+            counter.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The public API (DESIGN.md section 7): [`Db`], [`Session`], their options,
+//! metrics and commit output.
+//!
+//! Owns the order of a commit: check the session is current, update the trie
+//! (the commit pipeline), plan both stores, commit one batch, publish. May not
+//! reach below the stores' crate-visible APIs: what pages and buckets look like
+//! is theirs.
+
+mod metrics;
+mod options;
+mod prefetch;
+mod session;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+use parking_lot::{Mutex, RwLock};
+
+pub use metrics::Metrics;
+pub use options::Options;
+pub use session::{CommitOutput, Session};
+
+use metrics::CommitTimers;
+
+use crate::commit::{update_trie, Change, Tree};
+use crate::page_store::PageStore;
+use crate::store::{Batch, Store, StoreConfig, Target};
+use crate::trie::page::PAGE_SIZE;
+use crate::trie::proof::Witness;
+use crate::trie::{hash_value, KeyPath, Node};
+use crate::value_store::ValueStore;
+use crate::Error;
+
+/// An open database: the trie's root, committed state readable from any thread,
+/// and sessions that change it.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// let db = pagetrie::Db::open(pagetrie::Options::new(dir.path()))?;
+/// let session = db.begin_session();
+/// session.write([1; 32], Some(b"one".to_vec()));
+/// let out = session.commit_and_prove()?;
+/// assert_eq!(db.root(), out.root);
+/// assert_eq!(db.read(&[1; 32])?, Some(b"one".to_vec()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Db {
+    shared: Arc<Shared>,
+    fetcher: Option<std::thread::JoinHandle<()>>,
+}
+
+pub(crate) struct Shared {
+    store: Store,
+    values: ValueStore,
+    pages: PageStore,
+    options: Options,
+    /// Held for a whole commit: one writer at a time.
+    writer: Mutex<()>,
+    timers: CommitTimers,
+    /// Keys whose pages and bucket to load; `None` once the Db is dropped.
+    prefetch: RwLock<Option<Sender<KeyPath>>>,
+}
+
+impl Db {
+    /// Opens the database in `options.path`, creating it if absent and recovering
+    /// the last durable commit if the process before stopped mid-commit.
+    ///
+    /// Fails with [`Error::Locked`] if another handle has it open, and with
+    /// [`Error::Corrupt`] (never a panic) if its files are damaged.
+    pub fn open(options: Options) -> Result<Db, Error> {
+        let config = StoreConfig {
+            backend: options.io_backend,
+            #[cfg(test)]
+            faults: options.faults.clone(),
+        };
+        let store = Store::open(&options.path, config)?;
+        let seed = random_seed();
+        let values = ValueStore::open(&store, seed, options.value_cache_mib << 20)?;
+        let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE, seed)?;
+        let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
+        let shared = Arc::new(Shared {
+            store,
+            values,
+            pages,
+            options,
+            writer: Mutex::new(()),
+            timers: CommitTimers::default(),
+            prefetch: RwLock::new(Some(keys_tx)),
+        });
+        let fetcher = prefetch::start(Arc::downgrade(&shared), keys_rx)?;
+        Ok(Db {
+            shared,
+            fetcher: Some(fetcher),
+        })
+    }
+
+    /// The root of the committed trie.
+    pub fn root(&self) -> Node {
+        self.shared.store.meta().root
+    }
+
+    /// The committed value of `key`. Safe from any thread, also while a commit
+    /// runs: it sees the state before or after that commit, never a mix.
+    pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        self.shared.values.get(&self.shared.store, key)
+    }
+
+    /// A session on the current root. Many may exist; the first to commit wins,
+    /// and the others are then refused with [`Error::StaleSession`].
+    pub fn begin_session(&self) -> Session {
+        Session::new(self.shared.clone())
+    }
+
+    /// The database's counters.
+    pub fn metrics(&self) -> Metrics {
+        let s = &self.shared;
+        let io = s.store.io();
+        let writes = io.counters.writes.load(Ordering::Relaxed);
+        let (page_hits, page_misses) = s.pages.cache_counts();
+        let (value_hits, value_misses) = s.values.cache_counts();
+        Metrics {
+            reads_issued: io.counters.reads.load(Ordering::Relaxed),
+            writes_issued: writes,
+            bytes_written: writes * PAGE_SIZE as u64,
+            page_cache_hits: page_hits,
+            page_cache_misses: page_misses,
+            value_cache_hits: value_hits,
+            value_cache_misses: value_misses,
+            commits: s.timers.commits.load(Ordering::Relaxed),
+            commit_trie_ns: s.timers.trie_ns.load(Ordering::Relaxed),
+            commit_plan_ns: s.timers.plan_ns.load(Ordering::Relaxed),
+            commit_write_ns: s.timers.write_ns.load(Ordering::Relaxed),
+            pages_stored: s.pages.len() as u64,
+            keys_stored: s.values.len() as u64,
+            ram_index_bytes: (s.pages.index_bytes() + s.values.ram_bytes()) as u64,
+            buckets: s.values.buckets() as u64,
+            direct_io: s.store.file(Target::Pages).is_direct(),
+            io_uring: io.is_uring(),
+            io_fallback: io.fallback_reason().map(str::to_owned),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Db {
+    /// The stores, for tests that check what the commit pipeline left in them.
+    pub(crate) fn parts(&self) -> (&Store, &PageStore, &ValueStore) {
+        (&self.shared.store, &self.shared.pages, &self.shared.values)
+    }
+}
+
+impl Drop for Db {
+    /// Stops the fetcher before the files close, so that the directory is free
+    /// to reopen once the Db and its sessions are gone.
+    fn drop(&mut self) {
+        self.shared.prefetch.write().take();
+        if let Some(fetcher) = self.fetcher.take() {
+            let _ = fetcher.join();
+        }
+    }
+}
+
+impl Shared {
+    /// Starts loading what reading or writing `key` will need.
+    fn prefetch(&self, key: &KeyPath) {
+        if let Some(keys) = self.prefetch.read().as_ref() {
+            let _ = keys.send(*key);
+        }
+    }
+
+    /// Commits `writes` on top of commit `base_seqno`; with `prove`, the witness
+    /// proves `reads` and the written keys against its root.
+    fn commit(
+        &self,
+        base_seqno: u64,
+        writes: BTreeMap<KeyPath, Option<Vec<u8>>>,
+        mut reads: Vec<KeyPath>,
+        prove: bool,
+    ) -> Result<CommitOutput, Error> {
+        let _writer = self.writer.lock();
+        let prev = self.store.meta();
+        if prev.seqno != base_seqno {
+            return Err(Error::StaleSession);
+        }
+        let clock = || self.options.metrics.then(Instant::now);
+        let writes: Vec<(KeyPath, Option<Vec<u8>>)> = writes.into_iter().collect();
+        for (_, value) in &writes {
+            if let Some(v) = value {
+                if v.len() as u64 > crate::MAX_VALUE_LEN {
+                    return Err(Error::ValueTooLarge(v.len()));
+                }
+            }
+        }
+        let changes: Vec<Change> = writes
+            .iter()
+            .map(|(k, v)| (*k, v.as_deref().map(hash_value)))
+            .collect();
+        if prove {
+            reads.extend(writes.iter().map(|(k, _)| *k));
+            reads.sort_unstable();
+            reads.dedup();
+        } else {
+            reads.clear();
+        }
+
+        let started = clock();
+        let tree = Tree {
+            store: &self.store,
+            pages: &self.pages,
+            values: &self.values,
+        };
+        let trie = update_trie(
+            tree,
+            &prev.root,
+            &changes,
+            &reads,
+            self.options.commit_workers,
+        )?;
+        CommitTimers::add(&self.timers.trie_ns, started);
+
+        let started = clock();
+        let seqno = prev.seqno + 1;
+        let mut value_plan = self.values.plan(&self.store, &writes, seqno)?;
+        let mut page_plan = self.pages.plan(&self.store, trie.pages, seqno)?;
+        let mut lengths = [0; crate::store::TARGETS];
+        lengths[Target::Pages as usize] = page_plan.length;
+        lengths[Target::Buckets as usize] = value_plan.buckets_len;
+        lengths[Target::Overflow as usize] = value_plan.overflow_len;
+        let mut block_writes = std::mem::take(&mut page_plan.writes);
+        block_writes.append(&mut value_plan.writes);
+        CommitTimers::add(&self.timers.plan_ns, started);
+
+        let started = clock();
+        self.store.commit(Batch {
+            root: trie.root,
+            writes: block_writes,
+            lengths,
+        })?;
+        self.values.publish(value_plan);
+        self.pages.publish(page_plan);
+        CommitTimers::add(&self.timers.write_ns, started);
+        self.timers.commits.fetch_add(1, Ordering::Relaxed);
+
+        Ok(CommitOutput {
+            prev_root: prev.root,
+            root: trie.root,
+            witness: Witness {
+                proof: trie.proof,
+                writes: changes,
+            },
+        })
+    }
+}
+
+/// A seed for the stores' RAM fingerprints that an attacker cannot predict.
+fn random_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut input = [0u8; 24];
+    input[..16].copy_from_slice(&nanos.to_le_bytes());
+    input[16..20].copy_from_slice(&std::process::id().to_le_bytes());
+    let mut seed = [0u8; 8];
+    seed.copy_from_slice(&blake3::hash(&input).as_bytes()[..8]);
+    u64::from_le_bytes(seed)
+}

@@ -1,0 +1,94 @@
+//! How to open a database.
+
+use std::path::{Path, PathBuf};
+
+use crate::IoBackend;
+
+/// Options for [`crate::Db::open`]: a path, then defaults that suit a node.
+///
+/// ```
+/// let options = pagetrie::Options::new("/tmp/state")
+///     .commit_workers(4)
+///     .page_cache_mib(512)
+///     .io_backend(pagetrie::IoBackend::Auto);
+/// assert_eq!(options.path(), std::path::Path::new("/tmp/state"));
+/// ```
+#[derive(Clone)]
+pub struct Options {
+    pub(crate) path: PathBuf,
+    pub(crate) commit_workers: usize,
+    pub(crate) io_backend: IoBackend,
+    pub(crate) page_cache_mib: usize,
+    pub(crate) value_cache_mib: usize,
+    pub(crate) metrics: bool,
+    /// Faults injected into every file, for tests.
+    #[cfg(test)]
+    pub(crate) faults: Option<std::sync::Arc<crate::io::faults::Faults>>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("path", &self.path)
+            .field("commit_workers", &self.commit_workers)
+            .field("io_backend", &self.io_backend)
+            .field("page_cache_mib", &self.page_cache_mib)
+            .field("value_cache_mib", &self.value_cache_mib)
+            .field("metrics", &self.metrics)
+            .finish()
+    }
+}
+
+impl Options {
+    /// Options for the database in directory `path` (created if absent), with
+    /// one commit worker per CPU, the I/O engine chosen automatically, a 256 MiB
+    /// page cache, a 64 MiB value cache and metrics on.
+    pub fn new(path: impl AsRef<Path>) -> Options {
+        Options {
+            path: path.as_ref().to_path_buf(),
+            commit_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            io_backend: IoBackend::Auto,
+            page_cache_mib: 256,
+            value_cache_mib: 64,
+            metrics: true,
+            #[cfg(test)]
+            faults: None,
+        }
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Threads that update the trie during a commit (at least 1).
+    pub fn commit_workers(mut self, workers: usize) -> Options {
+        self.commit_workers = workers.max(1);
+        self
+    }
+
+    /// The I/O engine: [`IoBackend::Auto`] (io_uring, else the thread pool, and
+    /// [`crate::Metrics::io_fallback`] says why), or either one forced.
+    pub fn io_backend(mut self, backend: IoBackend) -> Options {
+        self.io_backend = backend;
+        self
+    }
+
+    /// RAM for trie pages beyond the three top levels, which are always cached.
+    pub fn page_cache_mib(mut self, mib: usize) -> Options {
+        self.page_cache_mib = mib;
+        self
+    }
+
+    /// RAM for value-store buckets.
+    pub fn value_cache_mib(mut self, mib: usize) -> Options {
+        self.value_cache_mib = mib;
+        self
+    }
+
+    /// Whether to time commit phases (I/O and cache counters are always kept).
+    pub fn metrics(mut self, on: bool) -> Options {
+        self.metrics = on;
+        self
+    }
+}

@@ -1,0 +1,132 @@
+//! The page fetcher: loads the trie pages on a key's path and the bucket of its
+//! value into the stores' caches, on the I/O engine, while execution goes on.
+//!
+//! One thread per database, many reads in flight. It only fills caches, and only
+//! with committed blocks: the stores check each block's generation on arrival.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{select, unbounded, Receiver, Sender};
+
+use super::Shared;
+use crate::block::{Block, BLOCK_SIZE};
+use crate::io::{Done, Job, Op};
+use crate::page_store::Fetch;
+use crate::store::Target;
+use crate::trie::page_id::{PageId, MAX_PAGE_LEVEL};
+use crate::trie::KeyPath;
+
+/// A read in flight.
+enum Wanted {
+    Page(PageId, u64),
+    Bucket(u64),
+}
+
+/// Starts the fetcher thread; it stops when every sender is gone.
+pub(super) fn start(
+    shared: Weak<Shared>,
+    keys: Receiver<KeyPath>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("pagetrie-prefetch".into())
+        .spawn(move || Fetcher::default().run(&shared, &keys))
+}
+
+#[derive(Default)]
+struct Fetcher {
+    next_tag: u64,
+    in_flight: HashMap<u64, (Target, u32, Wanted)>,
+    /// (target, slot) pairs being read: each block is read once.
+    reading: HashSet<(Target, u32)>,
+}
+
+impl Fetcher {
+    fn run(&mut self, shared: &Weak<Shared>, keys: &Receiver<KeyPath>) {
+        let (reply, done) = unbounded::<Done>();
+        loop {
+            select! {
+                recv(keys) -> key => {
+                    let (Ok(key), Some(shared)) = (key, shared.upgrade()) else { return };
+                    self.fetch(&shared, &key, &reply);
+                }
+                recv(done) -> finished => {
+                    let (Ok(finished), Some(shared)) = (finished, shared.upgrade()) else { return };
+                    self.arrived(&shared, finished);
+                }
+            }
+        }
+    }
+
+    fn fetch(&mut self, shared: &Arc<Shared>, key: &KeyPath, reply: &Sender<Done>) {
+        for level in 0..=MAX_PAGE_LEVEL {
+            let id = PageId::on_path(key, level);
+            match shared.pages.fetch_plan(&id) {
+                Fetch::Cached => continue,
+                Fetch::Absent => break,
+                Fetch::Read(generation, slots) => {
+                    for slot in slots {
+                        self.read(
+                            shared,
+                            Target::Pages,
+                            slot,
+                            Wanted::Page(id, generation),
+                            reply,
+                        );
+                    }
+                }
+            }
+        }
+        if let Some((generation, slot)) = shared.values.fetch_plan(key) {
+            self.read(
+                shared,
+                Target::Buckets,
+                slot,
+                Wanted::Bucket(generation),
+                reply,
+            );
+        }
+    }
+
+    fn read(
+        &mut self,
+        shared: &Arc<Shared>,
+        target: Target,
+        slot: u32,
+        wanted: Wanted,
+        reply: &Sender<Done>,
+    ) {
+        if !self.reading.insert((target, slot)) {
+            return;
+        }
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.in_flight.insert(tag, (target, slot, wanted));
+        shared.store.io().submit(Job {
+            file: shared.store.file(target).clone(),
+            op: Op::Read,
+            offset: slot as u64 * BLOCK_SIZE as u64,
+            block: Block::for_read(),
+            tag,
+            reply: reply.clone(),
+        });
+    }
+
+    fn arrived(&mut self, shared: &Arc<Shared>, done: Done) {
+        let Some((target, slot, wanted)) = self.in_flight.remove(&done.tag) else {
+            return;
+        };
+        self.reading.remove(&(target, slot));
+        // A failed prefetch costs nothing: the reader that needs the block reads
+        // it again and sees the error itself.
+        if done.result.is_err() {
+            Block::recycle(done.block);
+            return;
+        }
+        match wanted {
+            Wanted::Page(id, generation) => shared.pages.offer(&id, slot, generation, done.block),
+            Wanted::Bucket(generation) => shared.values.offer(slot, generation, done.block),
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Sessions: a block's reads and buffered writes, then its commit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::Shared;
+use crate::trie::proof::Witness;
+use crate::trie::{KeyPath, Node};
+use crate::Error;
+
+/// What [`Session::commit_and_prove`] returns.
+#[derive(Clone, Debug)]
+pub struct CommitOutput {
+    /// The root the session started from.
+    pub prev_root: Node,
+    /// The root after the commit, now durable.
+    pub root: Node,
+    /// Proof of every key the session read or wrote against `prev_root`, and
+    /// the writes: `witness.verify_update(&prev_root)` yields `root`.
+    pub witness: Witness,
+}
+
+/// One block's worth of work against a fixed root: reads that see the session's
+/// own writes, buffered writes, and hints that start loading what a key's commit
+/// will need. `Send + Sync`: execution threads may share it.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// # let db = pagetrie::Db::open(pagetrie::Options::new(dir.path()))?;
+/// let session = db.begin_session();
+/// session.warm_up(&[7; 32]);
+/// assert_eq!(session.read(&[7; 32])?, None);
+/// session.write([7; 32], Some(vec![1, 2, 3]));
+/// assert_eq!(session.read(&[7; 32])?, Some(vec![1, 2, 3]));
+/// let out = session.commit_and_prove()?;
+/// assert_eq!(out.witness.verify_update(&out.prev_root)?, out.root);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Session {
+    shared: Arc<Shared>,
+    base_seqno: u64,
+    prev_root: Node,
+    writes: Mutex<BTreeMap<KeyPath, Option<Vec<u8>>>>,
+    reads: Mutex<Vec<KeyPath>>,
+}
+
+impl Session {
+    pub(super) fn new(shared: Arc<Shared>) -> Session {
+        let meta = shared.store.meta();
+        Session {
+            shared,
+            base_seqno: meta.seqno,
+            prev_root: meta.root,
+            writes: Mutex::new(BTreeMap::new()),
+            reads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The root this session started from.
+    pub fn prev_root(&self) -> Node {
+        self.prev_root
+    }
+
+    /// A hint that `key` will be read or written: starts loading the trie pages on
+    /// its path and the bucket of its value.
+    pub fn warm_up(&self, key: &KeyPath) {
+        self.shared.prefetch(key);
+    }
+
+    /// The value of `key`: the session's own write if it made one, else the
+    /// committed value. The key's proof goes into the witness.
+    pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(written) = self.writes.lock().get(key) {
+            return Ok(written.clone());
+        }
+        self.reads.lock().push(*key);
+        self.shared.prefetch(key);
+        self.shared.values.get(&self.shared.store, key)
+    }
+
+    /// Sets `key` to `value` (`None` deletes) when the session commits; a later
+    /// write to the same key replaces this one.
+    pub fn write(&self, key: KeyPath, value: Option<Vec<u8>>) {
+        self.shared.prefetch(&key);
+        self.writes.lock().insert(key, value);
+    }
+
+    /// Commits the session's writes atomically and durably, and proves every key
+    /// it read or wrote against the root it started from.
+    ///
+    /// Fails with [`Error::StaleSession`] if another commit landed since the
+    /// session began (nothing is written), and with [`Error::ValueTooLarge`] for
+    /// a value over [`crate::MAX_VALUE_LEN`] bytes.
+    pub fn commit_and_prove(self) -> Result<CommitOutput, Error> {
+        let (writes, reads) = (self.writes.into_inner(), self.reads.into_inner());
+        self.shared.commit(self.base_seqno, writes, reads, true)
+    }
+
+    /// Commits like [`Session::commit_and_prove`], without building a witness;
+    /// returns the new root.
+    pub fn commit(self) -> Result<Node, Error> {
+        let (writes, reads) = (self.writes.into_inner(), self.reads.into_inner());
+        Ok(self
+            .shared
+            .commit(self.base_seqno, writes, reads, false)?
+            .root)
+    }
+}

@@ -1,0 +1,241 @@
+//! The Db under injected faults, power loss, concurrent readers and stale sessions.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::io::faults::Faults;
+use crate::test_support::Rng;
+use crate::trie::{compute_root, hash_value, KeyPath};
+use crate::{Db, Error, Options};
+
+type Model = BTreeMap<KeyPath, Vec<u8>>;
+
+/// Block `n`'s writes: 40 keys drawn from a pool of 200 (some deleted), and an
+/// overflow value, so a commit touches pages, buckets and overflow space.
+fn block(n: u64) -> Vec<(KeyPath, Option<Vec<u8>>)> {
+    let mut rng = Rng(n * 0x9e37_79b9 + 1);
+    let mut writes = BTreeMap::new();
+    for _ in 0..40 {
+        let i = rng.next() % 200;
+        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
+        let value = (rng.next() % 5 != 0).then(|| n.to_le_bytes().repeat(1 + (i % 3) as usize));
+        writes.insert(key, value);
+    }
+    writes.insert([0xee; 32], Some(vec![n as u8; 5000]));
+    writes.into_iter().collect()
+}
+
+fn apply(model: &mut Model, n: u64) {
+    for (k, v) in block(n) {
+        match v {
+            Some(v) => model.insert(k, v),
+            None => model.remove(&k),
+        };
+    }
+}
+
+fn commit(db: &Db, n: u64) -> Result<crate::Node, Error> {
+    let session = db.begin_session();
+    for (k, v) in block(n) {
+        session.write(k, v);
+    }
+    session.commit()
+}
+
+fn root_of(model: &Model) -> crate::Node {
+    compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
+}
+
+fn assert_state(db: &Db, model: &Model) {
+    assert_eq!(db.root(), root_of(model));
+    for i in 0..200u64 {
+        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
+        assert_eq!(db.read(&key).unwrap().as_ref(), model.get(&key));
+    }
+    assert_eq!(
+        db.read(&[0xee; 32]).unwrap().as_ref(),
+        model.get(&[0xee; 32])
+    );
+}
+
+#[test]
+fn a_failed_commit_leaves_the_last_durable_state_after_power_loss() {
+    let mut models = vec![Model::new()];
+    for n in 1..=5 {
+        let mut m = models[n - 1].clone();
+        apply(&mut m, n as u64);
+        models.push(m);
+    }
+    let mut failures = 0;
+    for fail_at in 0.. {
+        let short = fail_at % 2 == 1;
+        let seed = (fail_at % 3 == 2).then_some(fail_at * 31 + 7);
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::none());
+        let mut options = Options::new(dir.path()).commit_workers(2);
+        options.faults = Some(faults.clone());
+        let db = Db::open(options).unwrap();
+        for n in 1..=3 {
+            commit(&db, n).unwrap();
+        }
+        faults.short_writes.store(short, Ordering::SeqCst);
+        faults.writes_left.store(fail_at, Ordering::SeqCst);
+        if commit(&db, 4).is_ok() {
+            // The fault came after the whole commit: every write point was tried.
+            assert!(failures > 10, "only {failures} write points tried");
+            break;
+        }
+        failures += 1;
+        assert!(matches!(commit(&db, 4), Err(Error::Poisoned)));
+        assert!(matches!(db.read(&[0xee; 32]), Err(Error::Poisoned)));
+        faults.lose_power(&db.parts().0.files(), seed).unwrap();
+        drop(db);
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        let state = if db.root() == root_of(&models[4]) {
+            4
+        } else {
+            3
+        };
+        assert_state(&db, &models[state]);
+        commit(&db, state as u64 + 1).unwrap();
+        assert_state(&db, &models[state + 1]);
+    }
+}
+
+#[test]
+fn failed_syncs_and_reads_leave_one_committed_state() {
+    let mut models = vec![Model::new()];
+    for n in 1..=3 {
+        let mut m = models[n - 1].clone();
+        apply(&mut m, n as u64);
+        models.push(m);
+    }
+    for fail in ["sync", "read"] {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::none());
+        // No bucket cache, so a commit has to read.
+        let mut options = Options::new(dir.path()).value_cache_mib(0);
+        options.faults = Some(faults.clone());
+        let db = Db::open(options).unwrap();
+        commit(&db, 1).unwrap();
+        commit(&db, 2).unwrap();
+        let flag = match fail {
+            "sync" => &faults.fail_syncs,
+            _ => &faults.fail_reads,
+        };
+        flag.store(true, Ordering::SeqCst);
+        assert!(commit(&db, 3).is_err(), "{fail} fault unnoticed");
+        flag.store(false, Ordering::SeqCst);
+        if fail == "read" {
+            // Nothing was written yet: the database stays usable.
+            commit(&db, 3).unwrap();
+            assert_state(&db, &models[3]);
+        }
+        faults.lose_power(&db.parts().0.files(), None).unwrap();
+        drop(db);
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        let state = if db.root() == root_of(&models[3]) {
+            3
+        } else {
+            2
+        };
+        assert_state(&db, &models[state]);
+    }
+}
+
+#[test]
+fn reads_during_commits_return_committed_values_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(Options::new(dir.path()).commit_workers(2)).unwrap());
+    let key = |i: u64| *blake3::hash(&i.to_le_bytes()).as_bytes();
+    // Block n sets every key to n (long values every third block).
+    let value = |n: u64| n.to_le_bytes().repeat(if n % 3 == 0 { 100 } else { 1 });
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (db, done) = (db.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut last_seen = vec![0u64; 500];
+            let mut reads = 0;
+            while !done.load(Ordering::SeqCst) {
+                for (i, last) in last_seen.iter_mut().enumerate() {
+                    let Some(v) = db.read(&key(i as u64)).unwrap() else {
+                        continue;
+                    };
+                    let n = u64::from_le_bytes(v[..8].try_into().unwrap());
+                    assert_eq!(v, value(n), "a value no commit wrote");
+                    assert!(n >= *last, "key {i} went back from block {last} to {n}");
+                    *last = n;
+                    reads += 1;
+                }
+            }
+            reads
+        })
+    };
+    for n in 1..=30u64 {
+        let session = db.begin_session();
+        for i in 0..500 {
+            session.write(key(i), Some(value(n)));
+        }
+        session.commit().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    assert!(reader.join().unwrap() > 500);
+}
+
+#[test]
+fn a_stale_session_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    let first = db.begin_session();
+    let second = db.begin_session();
+    first.write([1; 32], Some(vec![1]));
+    second.write([2; 32], Some(vec![2]));
+    let root = first.commit().unwrap();
+    assert!(matches!(
+        second.commit_and_prove(),
+        Err(Error::StaleSession)
+    ));
+    assert_eq!(db.root(), root);
+    assert_eq!(db.read(&[2; 32]).unwrap(), None);
+}
+
+#[test]
+fn sessions_are_shared_by_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<crate::Session>();
+    send_sync::<Db>();
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    let session = db.begin_session();
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let session = &session;
+            s.spawn(move || {
+                for i in 0..50u8 {
+                    session.write(
+                        [
+                            t, i, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                            0, 0, 0, 0, 0, 0, 0, 1,
+                        ],
+                        Some(vec![i]),
+                    );
+                    assert!(session.read(&[t; 32]).unwrap().is_none());
+                }
+            });
+        }
+    });
+    let out = session.commit_and_prove().unwrap();
+    assert_eq!(out.witness.writes.len(), 200);
+    assert_eq!(out.witness.verify_update(&out.prev_root).unwrap(), out.root);
+}
+
+#[test]
+fn a_second_handle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _db = Db::open(Options::new(dir.path())).unwrap();
+    assert!(matches!(
+        Db::open(Options::new(dir.path())),
+        Err(Error::Locked)
+    ));
+}
