@@ -1,0 +1,126 @@
+//! SIGKILL during commits, through the public API: a child process commits blocks
+//! in a loop and is killed at random moments, 50 times; after each kill the
+//! reopened database holds exactly the last block it reported or the one after.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use pagetrie::trie::{compute_root, hash_value};
+use pagetrie::{Db, Options};
+
+const CHILD_ENV: &str = "PAGETRIE_DB_CRASH_CHILD";
+const COUNTER: [u8; 32] = [0xff; 32];
+
+/// Block `n`'s writes: 300 keys from a pool of 3000, a tenth deleted, and the
+/// counter key set to `n`.
+fn block(n: u64) -> BTreeMap<[u8; 32], Option<Vec<u8>>> {
+    let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut writes = BTreeMap::new();
+    for _ in 0..300 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let key = *blake3::hash(&(x % 3000).to_le_bytes()).as_bytes();
+        writes.insert(key, (x % 10 != 0).then(|| n.to_le_bytes().to_vec()));
+    }
+    writes.insert(COUNTER, Some(n.to_le_bytes().to_vec()));
+    writes
+}
+
+/// What follows `tag` in a line of the child's output.
+fn tagged(line: &str, tag: &str) -> Option<String> {
+    line.find(tag).map(|at| line[at + tag.len()..].to_string())
+}
+
+#[test]
+fn crash_child() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let db = Db::open(Options::new(&dir).commit_workers(2)).unwrap();
+    let mut n = match db.read(&COUNTER).unwrap() {
+        Some(v) => u64::from_le_bytes(v.try_into().unwrap()),
+        None => 0,
+    };
+    println!("ready {n}");
+    loop {
+        n += 1;
+        let session = db.begin_session();
+        for (k, v) in block(n) {
+            session.write(k, v);
+        }
+        session.commit().unwrap();
+        println!("committed {n}");
+    }
+}
+
+#[test]
+fn killed_mid_commit_the_database_holds_one_committed_block() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    // models[n]: the state after block n.
+    let mut models = vec![BTreeMap::new()];
+    for kill in 0..50 {
+        let mut child = Command::new(&exe)
+            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // Wait for it to start, then kill it at a random moment.
+        loop {
+            let line = lines.next().expect("child output").unwrap();
+            // The harness prints the test's name on the same line.
+            if tagged(&line, "ready ").is_some() {
+                break;
+            }
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        std::thread::sleep(Duration::from_millis(5 + x % 120));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let mut reported = 0;
+        for line in lines {
+            if let Some(n) = tagged(&line.unwrap(), "committed ") {
+                reported = n.parse().unwrap();
+            }
+        }
+
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        let n = match db.read(&COUNTER).unwrap() {
+            Some(v) => u64::from_le_bytes(v.try_into().unwrap()),
+            None => 0,
+        };
+        while models.len() as u64 <= n {
+            let mut next: BTreeMap<[u8; 32], Vec<u8>> = models.last().cloned().unwrap();
+            for (k, v) in block(models.len() as u64) {
+                match v {
+                    Some(v) => next.insert(k, v),
+                    None => next.remove(&k),
+                };
+            }
+            models.push(next);
+        }
+        assert!(
+            n >= reported && n <= reported.max(1) + 1,
+            "kill {kill}: reported {reported}, found {n}"
+        );
+        let model = &models[n as usize];
+        let root = compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap();
+        assert_eq!(db.root(), root, "kill {kill}: state is not block {n}");
+        for (k, v) in model.iter().take(200) {
+            assert_eq!(db.read(k).unwrap().as_ref(), Some(v));
+        }
+    }
+    // The kills landed while blocks were being committed, not all before the first.
+    assert!(models.len() > 50, "only {} blocks committed", models.len() - 1);
+}
