@@ -51,7 +51,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "witness of {} bytes checked: 2 reads confirmed, next root {}",
         bytes.len(),
-        next_root.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        next_root
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     );
 
     // A lie is caught: claim a different value for the key read.

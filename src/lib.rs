@@ -2,9 +2,12 @@
 //!
 //! State lives in a binary merkle trie (the same commitment as NOMT's Blake3 binary
 //! trie) whose nodes are stored in 4 KiB pages, each a rootless subtree six levels
-//! deep, over a flat hash-table value store. This release holds the trie core:
-//! hashing, the canonical builder ([`trie::compute_root`]), proofs and their
-//! verification ([`trie::proof`]), and the page layout.
+//! deep, over a flat hash-table value store. A node opens a [`Db`], runs each block
+//! through a [`Session`] (reads, buffered writes, prefetch hints) and commits it
+//! with [`Session::commit_and_prove`], which returns the new root and a
+//! [`Witness`] a light client can check. The trie core is public too: hashing, the
+//! canonical builder ([`trie::compute_root`]), proofs and their verification
+//! ([`trie::proof`]).
 //!
 //! Without the default `std` feature the crate is `no_std + alloc` and keeps the
 //! verification side only, for light clients and zk provers.

@@ -23,7 +23,10 @@ fn block(n: u64) -> BTreeMap<[u8; 32], Option<Vec<u8>>> {
         x ^= x >> 7;
         x ^= x << 17;
         let key = *blake3::hash(&(x % 3000).to_le_bytes()).as_bytes();
-        writes.insert(key, (x % 10 != 0).then(|| n.to_le_bytes().to_vec()));
+        writes.insert(
+            key,
+            (!x.is_multiple_of(10)).then(|| n.to_le_bytes().to_vec()),
+        );
     }
     writes.insert(COUNTER, Some(n.to_le_bytes().to_vec()));
     writes
@@ -122,5 +125,9 @@ fn killed_mid_commit_the_database_holds_one_committed_block() {
         }
     }
     // The kills landed while blocks were being committed, not all before the first.
-    assert!(models.len() > 50, "only {} blocks committed", models.len() - 1);
+    assert!(
+        models.len() > 50,
+        "only {} blocks committed",
+        models.len() - 1
+    );
 }

@@ -81,7 +81,7 @@ fn key(rng: &mut Rng, bases: &[KeyPath]) -> KeyPath {
     for chunk in k.chunks_mut(8) {
         chunk.copy_from_slice(&rng.next().to_le_bytes());
     }
-    if rng.next() % 3 == 0 {
+    if rng.next().is_multiple_of(3) {
         let base = bases[(rng.next() % bases.len() as u64) as usize];
         let bits = 12 + (rng.next() % 29) as usize;
         for d in 0..bits {
