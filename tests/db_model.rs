@@ -96,6 +96,7 @@ fn run(workers: usize, keys: &[Key], blocks: &[Vec<Op>]) -> Result<(), TestCaseE
         }
         prop_assert_eq!(out.witness.verify_update(&out.prev_root).unwrap(), out.root);
         let encoded = out.witness.encode();
+        prop_assert_eq!(encoded.len(), out.witness.encoded_len());
         prop_assert_eq!(&pagetrie::Witness::decode(&encoded).unwrap(), &out.witness);
     }
     for (k, v) in &model {

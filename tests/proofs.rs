@@ -52,6 +52,7 @@ proptest! {
         }
         let multi = prove_multi(&entries, &queries).unwrap();
         prop_assert_eq!(&MultiProof::decode(&multi.encode()).unwrap(), &multi);
+        prop_assert_eq!(multi.encode().len(), multi.encoded_len());
         let verified = multi.verify(&root).unwrap();
         for key in &queries {
             prop_assert_eq!(verified.get(key).unwrap(), truth(&model, key));

@@ -29,6 +29,9 @@ pub struct Metrics {
     /// Total time in the durable write: WAL, meta record, in-place writes and
     /// syncs (zero with metrics off).
     pub commit_write_ns: u64,
+    /// Serialized bytes of the witnesses `commit_and_prove` returned
+    /// ([`crate::Witness::encoded_len`]).
+    pub witness_bytes: u64,
     /// Trie pages stored.
     pub pages_stored: u64,
     /// Keys stored.
@@ -45,13 +48,14 @@ pub struct Metrics {
     pub io_fallback: Option<String>,
 }
 
-/// The commit phase timers.
+/// The commit's counters: commits, phase timers, witness bytes.
 #[derive(Default)]
 pub(crate) struct CommitTimers {
     pub(crate) commits: AtomicU64,
     pub(crate) trie_ns: AtomicU64,
     pub(crate) plan_ns: AtomicU64,
     pub(crate) write_ns: AtomicU64,
+    pub(crate) witness_bytes: AtomicU64,
 }
 
 impl CommitTimers {

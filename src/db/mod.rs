@@ -133,6 +133,7 @@ impl Db {
             value_cache_misses: value_misses,
             commits: s.timers.commits.load(Ordering::Relaxed),
             commit_trie_ns: s.timers.trie_ns.load(Ordering::Relaxed),
+            witness_bytes: s.timers.witness_bytes.load(Ordering::Relaxed),
             commit_plan_ns: s.timers.plan_ns.load(Ordering::Relaxed),
             commit_write_ns: s.timers.write_ns.load(Ordering::Relaxed),
             pages_stored: s.pages.len() as u64,
@@ -246,13 +247,19 @@ impl Shared {
         CommitTimers::add(&self.timers.write_ns, started);
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
 
+        let witness = Witness {
+            proof: trie.proof,
+            writes: changes,
+        };
+        if prove {
+            self.timers
+                .witness_bytes
+                .fetch_add(witness.encoded_len() as u64, Ordering::Relaxed);
+        }
         Ok(CommitOutput {
             prev_root: prev.root,
             root: trie.root,
-            witness: Witness {
-                proof: trie.proof,
-                writes: changes,
-            },
+            witness,
         })
     }
 }

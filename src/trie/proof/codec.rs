@@ -57,9 +57,22 @@ impl PathProof {
 }
 
 impl MultiProof {
+    /// The length of [`MultiProof::encode`]'s output, without encoding.
+    pub fn encoded_len(&self) -> usize {
+        let terminals: usize = self
+            .terminals
+            .iter()
+            .map(|t| match t.value_hash {
+                Some(_) => 3 + 64,
+                None => 3 + prefix_bytes(t.depth as usize).min(32),
+            })
+            .sum();
+        2 + 4 + terminals + 4 + 32 * self.siblings.len()
+    }
+
     /// The proof's bytes: version, kind, terminals, siblings.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(10 + 67 * self.terminals.len() + 32 * self.siblings.len());
+        let mut out = Vec::with_capacity(self.encoded_len());
         out.extend_from_slice(&[VERSION, KIND_MULTI]);
         out.extend_from_slice(&(self.terminals.len() as u32).to_le_bytes());
         for t in &self.terminals {
@@ -131,11 +144,22 @@ impl MultiProof {
 }
 
 impl Witness {
+    /// The length of [`Witness::encode`]'s output, without encoding: what the
+    /// witness costs to ship.
+    pub fn encoded_len(&self) -> usize {
+        let writes: usize = self
+            .writes
+            .iter()
+            .map(|(_, vh)| if vh.is_some() { 65 } else { 33 })
+            .sum();
+        2 + 4 + self.proof.encoded_len() + 4 + writes
+    }
+
     /// The witness's bytes: version, kind, the encoded multi-proof (length-prefixed),
     /// then each write as key, tag (0 delete, 1 set) and value hash if set.
     pub fn encode(&self) -> Vec<u8> {
         let proof = self.proof.encode();
-        let mut out = Vec::with_capacity(14 + proof.len() + 65 * self.writes.len());
+        let mut out = Vec::with_capacity(self.encoded_len());
         out.extend_from_slice(&[VERSION, KIND_WITNESS]);
         out.extend_from_slice(&(proof.len() as u32).to_le_bytes());
         out.extend_from_slice(&proof);
