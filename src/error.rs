@@ -32,6 +32,8 @@ pub enum Error {
     StaleSession,
     /// Another handle holds the database directory.
     Locked,
+    /// [`crate::Db::import`] was pointed at a path that already holds something.
+    DirectoryNotEmpty,
     /// An earlier write failed; the database refuses all operations until reopened,
     /// and reopening yields its last durable state.
     Poisoned,
@@ -67,6 +69,9 @@ impl fmt::Display for Error {
                 "session is stale: another commit landed after it began; begin a new session",
             ),
             Error::Locked => f.write_str("database directory is in use by another handle"),
+            Error::DirectoryNotEmpty => {
+                f.write_str("import target exists and is not an empty directory")
+            }
             Error::Poisoned => f.write_str("a write failed earlier; reopen the database"),
             #[cfg(feature = "std")]
             Error::Io(e) => write!(f, "I/O error: {e}"),

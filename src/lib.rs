@@ -58,7 +58,7 @@ pub mod trie;
 mod value_store;
 
 #[cfg(feature = "std")]
-pub use db::{CommitOutput, Db, Metrics, Options, Session};
+pub use db::{CommitOutput, Db, ImportProgress, Metrics, Options, Session};
 pub use error::Error;
 #[cfg(feature = "std")]
 pub use io::IoBackend;

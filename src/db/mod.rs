@@ -6,6 +6,7 @@
 //! reach below the stores' crate-visible APIs: what pages and buckets look like
 //! is theirs.
 
+mod import;
 mod metrics;
 mod options;
 mod prefetch;
@@ -13,7 +14,6 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,6 +21,7 @@ use std::time::Instant;
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
 
+pub use import::ImportProgress;
 pub use metrics::Metrics;
 pub use options::Options;
 pub use session::{CommitOutput, Session};
@@ -174,12 +175,13 @@ impl Shared {
         }
     }
 
-    /// Commits `writes` on top of commit `base_seqno`; with `prove`, the witness
+    /// Commits `writes` (sorted by key, each key once) on top of commit
+    /// `base_seqno`; with `prove`, the witness
     /// proves `reads` and the written keys against its root.
     fn commit(
         &self,
         base_seqno: u64,
-        writes: BTreeMap<KeyPath, Option<Vec<u8>>>,
+        writes: Vec<(KeyPath, Option<Vec<u8>>)>,
         mut reads: Vec<KeyPath>,
         prove: bool,
     ) -> Result<CommitOutput, Error> {
@@ -189,7 +191,6 @@ impl Shared {
             return Err(Error::StaleSession);
         }
         let clock = || self.options.metrics.then(Instant::now);
-        let writes: Vec<(KeyPath, Option<Vec<u8>>)> = writes.into_iter().collect();
         for (_, value) in &writes {
             if let Some(v) = value {
                 if v.len() as u64 > crate::MAX_VALUE_LEN {

@@ -17,6 +17,7 @@ use crate::IoBackend;
 pub struct Options {
     pub(crate) path: PathBuf,
     pub(crate) commit_workers: usize,
+    pub(crate) import_memory_mib: usize,
     pub(crate) io_backend: IoBackend,
     pub(crate) page_cache_mib: usize,
     pub(crate) value_cache_mib: usize,
@@ -31,6 +32,7 @@ impl std::fmt::Debug for Options {
         f.debug_struct("Options")
             .field("path", &self.path)
             .field("commit_workers", &self.commit_workers)
+            .field("import_memory_mib", &self.import_memory_mib)
             .field("io_backend", &self.io_backend)
             .field("page_cache_mib", &self.page_cache_mib)
             .field("value_cache_mib", &self.value_cache_mib)
@@ -42,11 +44,12 @@ impl std::fmt::Debug for Options {
 impl Options {
     /// Options for the database in directory `path` (created if absent), with
     /// one commit worker per CPU, the I/O engine chosen automatically, a 256 MiB
-    /// page cache, a 64 MiB value cache and metrics on.
+    /// page cache, a 64 MiB value cache, 1 GiB for imports and metrics on.
     pub fn new(path: impl AsRef<Path>) -> Options {
         Options {
             path: path.as_ref().to_path_buf(),
             commit_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            import_memory_mib: 1024,
             io_backend: IoBackend::Auto,
             page_cache_mib: 256,
             value_cache_mib: 64,
@@ -64,6 +67,13 @@ impl Options {
     /// Threads that update the trie during a commit (at least 1).
     pub fn commit_workers(mut self, workers: usize) -> Options {
         self.commit_workers = workers.max(1);
+        self
+    }
+
+    /// RAM [`crate::Db::import`] may use to sort and commit entries, beyond the
+    /// caches (default 1024 MiB; at least 1).
+    pub fn import_memory_mib(mut self, mib: usize) -> Options {
+        self.import_memory_mib = mib.max(1);
         self
     }
 

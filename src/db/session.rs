@@ -94,14 +94,16 @@ impl Session {
     /// session began (nothing is written), and with [`Error::ValueTooLarge`] for
     /// a value over [`crate::MAX_VALUE_LEN`] bytes.
     pub fn commit_and_prove(self) -> Result<CommitOutput, Error> {
-        let (writes, reads) = (self.writes.into_inner(), self.reads.into_inner());
+        let writes = self.writes.into_inner().into_iter().collect();
+        let reads = self.reads.into_inner();
         self.shared.commit(self.base_seqno, writes, reads, true)
     }
 
     /// Commits like [`Session::commit_and_prove`], without building a witness;
     /// returns the new root.
     pub fn commit(self) -> Result<Node, Error> {
-        let (writes, reads) = (self.writes.into_inner(), self.reads.into_inner());
+        let writes = self.writes.into_inner().into_iter().collect();
+        let reads = self.reads.into_inner();
         Ok(self
             .shared
             .commit(self.base_seqno, writes, reads, false)?
