@@ -222,7 +222,7 @@ fn for_each_sorted(
         }
         let mut entries = SpillReader::open(&path)?.collect::<Result<Vec<_>, _>>()?;
         fs::remove_file(&path)?;
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries.sort_unstable_by_key(|e| e.0);
         if let Some(pair) = entries.windows(2).find(|p| p[0].0 == p[1].0) {
             return Err(Error::DuplicateKey(pair[0].0));
         }
