@@ -1,0 +1,255 @@
+//! The transfer workload of DESIGN.md section 9, shared by `examples/transfer`
+//! and `benches/transfer.rs`.
+//!
+//! Accounts `0..2^n` have key `blake3(id as u64 big-endian)` and an 8-byte
+//! big-endian balance, initially 1000. A workload is one block of transfers: each
+//! reads a sender (uniform among existing accounts) and a receiver (a fresh id for
+//! `fresh_percent` of transfers, else uniform among existing accounts), writes
+//! sender - 1 and receiver + 1, and the block ends with `commit_and_prove`.
+
+#![allow(dead_code)] // The bench uses part of it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pagetrie::{Db, Error, ImportProgress, Metrics, Options, Session};
+
+/// The key of account `id`.
+pub fn account_key(id: u64) -> [u8; 32] {
+    *blake3::hash(&id.to_be_bytes()).as_bytes()
+}
+
+/// The shape of each workload.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub transfers: usize,
+    pub fresh_percent: u64,
+    /// Execution threads sharing the session.
+    pub threads: usize,
+    /// `warm_up` hints are issued this many transfers ahead.
+    pub lookahead: usize,
+}
+
+/// The database directory's layout: `dir/db` and `dir/state`, which records the
+/// account count and the next fresh id so a reused database never gets an id twice.
+pub struct Accounts {
+    state_path: PathBuf,
+    pub log2: u32,
+    /// Ids below this exist.
+    pub next_id: u64,
+    rng: u64,
+}
+
+impl Accounts {
+    fn save(&self) -> std::io::Result<()> {
+        let text = format!("accounts_log2 {}\nnext_id {}\n", self.log2, self.next_id);
+        let tmp = self.state_path.with_extension("tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &self.state_path)
+    }
+
+    fn load(state_path: &Path, log2: u32) -> Option<Accounts> {
+        let text = std::fs::read_to_string(state_path).ok()?;
+        let mut fields = text.lines().map(|l| l.split_once(' '));
+        let stored_log2: u32 = fields.next()??.1.parse().ok()?;
+        let next_id: u64 = fields.next()??.1.parse().ok()?;
+        (stored_log2 == log2).then(|| Accounts {
+            state_path: state_path.to_path_buf(),
+            log2,
+            next_id,
+            rng: next_id | 1,
+        })
+    }
+
+    fn next_random(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+}
+
+/// Opens the accounts database in `dir`, importing `2^log2` accounts first
+/// unless `dir` already holds exactly that; returns it with the import time
+/// (`None` if reused).
+pub fn open_or_import(
+    dir: &Path,
+    log2: u32,
+    options: impl Fn(&Path) -> Options,
+    mut progress: impl FnMut(ImportProgress),
+) -> Result<(Db, Accounts, Option<Duration>), Error> {
+    let db_path = dir.join("db");
+    let state_path = dir.join("state");
+    if let Some(accounts) = Accounts::load(&state_path, log2) {
+        if db_path.exists() {
+            return Ok((Db::open(options(&db_path))?, accounts, None));
+        }
+    }
+    match std::fs::remove_dir_all(&db_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
+    std::fs::create_dir_all(dir)?;
+    let start = Instant::now();
+    let balance = 1000u64.to_be_bytes();
+    let entries = (0..1u64 << log2).map(|id| (account_key(id), balance.to_vec()));
+    let db = Db::import(options(&db_path), entries, &mut progress)?;
+    let took = start.elapsed();
+    let accounts = Accounts {
+        state_path,
+        log2,
+        next_id: 1 << log2,
+        rng: 0x9e37_79b9_7f4a_7c15,
+    };
+    accounts.save()?;
+    Ok((db, accounts, Some(took)))
+}
+
+/// What one workload did.
+#[derive(Clone, Debug, Default)]
+pub struct WorkloadStats {
+    /// Begin session to durable commit.
+    pub total: Duration,
+    pub commit_and_prove: Duration,
+    /// Sum and count of `Session::read` latencies.
+    pub read_time: Duration,
+    pub reads: u64,
+    pub account_updates: u64,
+    pub witness_bytes: u64,
+    /// Metrics deltas over the workload.
+    pub ssd_reads: u64,
+    pub bytes_written: u64,
+    pub page_hits: u64,
+    pub page_misses: u64,
+}
+
+fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
+    stats.ssd_reads = after.reads_issued - before.reads_issued;
+    stats.bytes_written = after.bytes_written - before.bytes_written;
+    stats.page_hits = after.page_cache_hits - before.page_cache_hits;
+    stats.page_misses = after.page_cache_misses - before.page_cache_misses;
+}
+
+/// Runs one workload.
+pub fn run_workload(
+    db: &Db,
+    accounts: &mut Accounts,
+    config: &Config,
+) -> Result<WorkloadStats, Error> {
+    let existing = accounts.next_id;
+    let transfers: Vec<(u64, u64)> = (0..config.transfers)
+        .map(|_| {
+            let sender = accounts.next_random() % existing;
+            let receiver = if accounts.next_random() % 100 < config.fresh_percent {
+                accounts.next_id += 1;
+                accounts.next_id - 1
+            } else {
+                accounts.next_random() % existing
+            };
+            (sender, receiver)
+        })
+        .collect();
+    // Recorded before the commit: ids are never handed out twice, even after a crash.
+    accounts.save()?;
+
+    let before = db.metrics();
+    let start = Instant::now();
+    let session = db.begin_session();
+    let threads = config.threads.max(1);
+    let per_thread = transfers.len().div_ceil(threads);
+    let results: Vec<Result<(Duration, u64), Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = transfers
+            .chunks(per_thread.max(1))
+            .map(|slice| {
+                let session = &session;
+                s.spawn(move || execute(session, slice, config.lookahead))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Err(Error::Poisoned)))
+            .collect()
+    });
+    let mut stats = WorkloadStats::default();
+    for result in results {
+        let (time, reads) = result?;
+        stats.read_time += time;
+        stats.reads += reads;
+    }
+    let commit_start = Instant::now();
+    let out = session.commit_and_prove()?;
+    stats.commit_and_prove = commit_start.elapsed();
+    stats.total = start.elapsed();
+    stats.witness_bytes = out.witness.encoded_len() as u64;
+    stats.account_updates = out.witness.writes.len() as u64;
+    delta(&before, &db.metrics(), &mut stats);
+    Ok(stats)
+}
+
+/// One thread's transfers; returns the time spent in reads and their number.
+fn execute(
+    session: &Session,
+    transfers: &[(u64, u64)],
+    lookahead: usize,
+) -> Result<(Duration, u64), Error> {
+    let warm = |i: usize| {
+        if let Some(&(from, to)) = transfers.get(i) {
+            session.warm_up(&account_key(from));
+            session.warm_up(&account_key(to));
+        }
+    };
+    (0..lookahead).for_each(warm);
+    let (mut read_time, mut reads) = (Duration::ZERO, 0);
+    let mut balance = |key: &[u8; 32]| -> Result<u64, Error> {
+        let start = Instant::now();
+        let value = session.read(key)?;
+        read_time += start.elapsed();
+        reads += 1;
+        Ok(value
+            .and_then(|v| v.try_into().ok())
+            .map_or(0, u64::from_be_bytes))
+    };
+    for (i, &(from, to)) in transfers.iter().enumerate() {
+        if lookahead > 0 {
+            warm(i + lookahead);
+        }
+        let (from, to) = (account_key(from), account_key(to));
+        let sender = balance(&from)?;
+        let receiver = balance(&to)?;
+        session.write(from, Some(sender.wrapping_sub(1).to_be_bytes().to_vec()));
+        session.write(to, Some(receiver.wrapping_add(1).to_be_bytes().to_vec()));
+    }
+    Ok((read_time, reads))
+}
+
+/// Drops the OS page cache; false if not permitted.
+pub fn drop_os_cache() -> bool {
+    std::process::Command::new("sync")
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}
+
+/// Bytes the database's files take.
+pub fn db_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir.join("db"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The process's peak resident set, from /proc (0 where unavailable).
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(0)
+}
