@@ -10,7 +10,7 @@
 //! `--fresh P` (25), `--dir PATH` (a temporary directory, deleted at the end; an
 //! explicit one is kept and reused when it holds the same accounts), `--workers W`
 //! (commit workers; one per CPU), `--threads E` (1), `--lookahead L` (0),
-//! `--page-cache-mib M` (256), `--value-cache-mib M` (64), `--cold` (drop the OS
+//! `--page-cache-mib M` and `--value-cache-mib M` (`Options`' defaults), `--cold` (drop the OS
 //! page cache before each workload; needs root), `--json` (one JSON object per
 //! workload, then a summary).
 
@@ -29,8 +29,8 @@ struct Args {
     config: Config,
     dir: Option<PathBuf>,
     workers: Option<usize>,
-    page_cache_mib: usize,
-    value_cache_mib: usize,
+    page_cache_mib: Option<usize>,
+    value_cache_mib: Option<usize>,
     cold: bool,
     json: bool,
 }
@@ -47,8 +47,8 @@ fn parse() -> Result<Args, String> {
         },
         dir: None,
         workers: None,
-        page_cache_mib: 256,
-        value_cache_mib: 64,
+        page_cache_mib: None,
+        value_cache_mib: None,
         cold: false,
         json: false,
     };
@@ -65,8 +65,8 @@ fn parse() -> Result<Args, String> {
             "--workers" => args.workers = Some(number(value()?)? as usize),
             "--threads" => args.config.threads = number(value()?)?.max(1) as usize,
             "--lookahead" => args.config.lookahead = number(value()?)? as usize,
-            "--page-cache-mib" => args.page_cache_mib = number(value()?)? as usize,
-            "--value-cache-mib" => args.value_cache_mib = number(value()?)? as usize,
+            "--page-cache-mib" => args.page_cache_mib = Some(number(value()?)? as usize),
+            "--value-cache-mib" => args.value_cache_mib = Some(number(value()?)? as usize),
             "--cold" => args.cold = true,
             "--json" => args.json = true,
             "--help" | "-h" => {
@@ -92,9 +92,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let options = |path: &std::path::Path| {
-        let mut o = Options::new(path)
-            .page_cache_mib(args.page_cache_mib)
-            .value_cache_mib(args.value_cache_mib);
+        let mut o = Options::new(path);
+        if let Some(mib) = args.page_cache_mib {
+            o = o.page_cache_mib(mib);
+        }
+        if let Some(mib) = args.value_cache_mib {
+            o = o.value_cache_mib(mib);
+        }
         if let Some(w) = args.workers {
             o = o.commit_workers(w);
         }
@@ -203,6 +207,8 @@ struct Summary {
     p99_workload_ms: f64,
     mean_read_ns: f64,
     mean_commit_and_prove_ms: f64,
+    /// Trie update and witness, planning, durable write.
+    mean_phase_ms: [f64; 3],
     reads_per_update: f64,
     bytes_written_per_workload: f64,
     witness_bytes_per_workload: f64,
@@ -231,6 +237,7 @@ impl Summary {
             p99_workload_ms: pct(0.99),
             mean_read_ns: mean_ns(runs.iter().map(|r| r.read_time).sum(), sum(&|r| r.reads)),
             mean_commit_and_prove_ms: runs.iter().map(|r| ms(r.commit_and_prove)).sum::<f64>() / n,
+            mean_phase_ms: [0, 1, 2].map(|i| runs.iter().map(|r| ms(r.phases[i])).sum::<f64>() / n),
             reads_per_update: sum(&|r| r.ssd_reads) as f64
                 / sum(&|r| r.account_updates).max(1) as f64,
             bytes_written_per_workload: sum(&|r| r.bytes_written) as f64 / n,
@@ -244,12 +251,15 @@ impl Summary {
 
     fn json(&self) -> String {
         format!(
-            "{{\"summary\":true,\"mean_workload_ms\":{:.3},\"p50_workload_ms\":{:.3},\"p99_workload_ms\":{:.3},\"mean_read_ns\":{:.0},\"mean_commit_and_prove_ms\":{:.3},\"reads_per_update\":{:.4},\"bytes_written_per_workload\":{:.0},\"witness_bytes_per_workload\":{:.0},\"page_cache_hit_rate\":{:.4},\"db_bytes\":{},\"peak_rss_bytes\":{},\"import_s\":{}}}",
+            "{{\"summary\":true,\"mean_workload_ms\":{:.3},\"p50_workload_ms\":{:.3},\"p99_workload_ms\":{:.3},\"mean_read_ns\":{:.0},\"mean_commit_and_prove_ms\":{:.3},\"mean_trie_ms\":{:.3},\"mean_plan_ms\":{:.3},\"mean_write_ms\":{:.3},\"reads_per_update\":{:.4},\"bytes_written_per_workload\":{:.0},\"witness_bytes_per_workload\":{:.0},\"page_cache_hit_rate\":{:.4},\"db_bytes\":{},\"peak_rss_bytes\":{},\"import_s\":{}}}",
             self.mean_workload_ms,
             self.p50_workload_ms,
             self.p99_workload_ms,
             self.mean_read_ns,
             self.mean_commit_and_prove_ms,
+            self.mean_phase_ms[0],
+            self.mean_phase_ms[1],
+            self.mean_phase_ms[2],
             self.reads_per_update,
             self.bytes_written_per_workload,
             self.witness_bytes_per_workload,
@@ -289,6 +299,13 @@ impl Summary {
                     "{:.1} ms ({:.0}% of the workload)",
                     self.mean_commit_and_prove_ms,
                     100.0 * self.mean_commit_and_prove_ms / self.mean_workload_ms.max(1e-9)
+                ),
+            ),
+            (
+                "  trie+witness / plan / write",
+                format!(
+                    "{:.1} / {:.1} / {:.1} ms",
+                    self.mean_phase_ms[0], self.mean_phase_ms[1], self.mean_phase_ms[2]
                 ),
             ),
             (

@@ -121,6 +121,8 @@ pub struct WorkloadStats {
     pub bytes_written: u64,
     pub page_hits: u64,
     pub page_misses: u64,
+    /// The commit's phases: trie update and witness, planning, durable write.
+    pub phases: [Duration; 3],
 }
 
 fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
@@ -128,6 +130,12 @@ fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
     stats.bytes_written = after.bytes_written - before.bytes_written;
     stats.page_hits = after.page_cache_hits - before.page_cache_hits;
     stats.page_misses = after.page_cache_misses - before.page_cache_misses;
+    stats.phases = [
+        after.commit_trie_ns - before.commit_trie_ns,
+        after.commit_plan_ns - before.commit_plan_ns,
+        after.commit_write_ns - before.commit_write_ns,
+    ]
+    .map(Duration::from_nanos);
 }
 
 /// Runs one workload.

@@ -64,7 +64,7 @@ pub(crate) struct Shared {
     writer: Mutex<()>,
     timers: CommitTimers,
     /// Keys whose pages and bucket to load; `None` once the Db is dropped.
-    prefetch: RwLock<Option<Sender<KeyPath>>>,
+    prefetch: RwLock<Option<Sender<Vec<prefetch::Hint>>>>,
 }
 
 impl Db {
@@ -168,10 +168,10 @@ impl Drop for Db {
 }
 
 impl Shared {
-    /// Starts loading what reading or writing `key` will need.
-    fn prefetch(&self, key: &KeyPath) {
+    /// Starts loading what reading or writing the hinted keys will need.
+    fn prefetch(&self, hints: Vec<prefetch::Hint>) {
         if let Some(keys) = self.prefetch.read().as_ref() {
-            let _ = keys.send(*key);
+            let _ = keys.send(hints);
         }
     }
 

@@ -44,7 +44,7 @@ impl std::fmt::Debug for Options {
 impl Options {
     /// Options for the database in directory `path` (created if absent), with
     /// one commit worker per CPU, the I/O engine chosen automatically, a 256 MiB
-    /// page cache, a 64 MiB value cache, 1 GiB for imports and metrics on.
+    /// page cache, a 256 MiB value cache, 1 GiB for imports and metrics on.
     pub fn new(path: impl AsRef<Path>) -> Options {
         Options {
             path: path.as_ref().to_path_buf(),
@@ -52,7 +52,7 @@ impl Options {
             import_memory_mib: 1024,
             io_backend: IoBackend::Auto,
             page_cache_mib: 256,
-            value_cache_mib: 64,
+            value_cache_mib: 256,
             metrics: true,
             #[cfg(test)]
             faults: None,

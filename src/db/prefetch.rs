@@ -18,6 +18,15 @@ use crate::store::Target;
 use crate::trie::page_id::{PageId, MAX_PAGE_LEVEL};
 use crate::trie::KeyPath;
 
+/// What to load for a key.
+#[derive(Clone, Copy)]
+pub(super) struct Hint {
+    pub(super) key: KeyPath,
+    /// Whether to load the key's bucket too: not when the caller is reading it
+    /// right now.
+    pub(super) bucket: bool,
+}
+
 /// A read in flight.
 enum Wanted {
     Page(PageId, u64),
@@ -27,7 +36,7 @@ enum Wanted {
 /// Starts the fetcher thread; it stops when every sender is gone.
 pub(super) fn start(
     shared: Weak<Shared>,
-    keys: Receiver<KeyPath>,
+    keys: Receiver<Vec<Hint>>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("pagetrie-prefetch".into())
@@ -43,13 +52,15 @@ struct Fetcher {
 }
 
 impl Fetcher {
-    fn run(&mut self, shared: &Weak<Shared>, keys: &Receiver<KeyPath>) {
+    fn run(&mut self, shared: &Weak<Shared>, keys: &Receiver<Vec<Hint>>) {
         let (reply, done) = unbounded::<Done>();
         loop {
             select! {
                 recv(keys) -> key => {
-                    let (Ok(key), Some(shared)) = (key, shared.upgrade()) else { return };
-                    self.fetch(&shared, &key, &reply);
+                    let (Ok(hints), Some(shared)) = (key, shared.upgrade()) else { return };
+                    for hint in hints {
+                        self.fetch(&shared, hint, &reply);
+                    }
                 }
                 recv(done) -> finished => {
                     let (Ok(finished), Some(shared)) = (finished, shared.upgrade()) else { return };
@@ -59,7 +70,8 @@ impl Fetcher {
         }
     }
 
-    fn fetch(&mut self, shared: &Arc<Shared>, key: &KeyPath, reply: &Sender<Done>) {
+    fn fetch(&mut self, shared: &Arc<Shared>, hint: Hint, reply: &Sender<Done>) {
+        let key = &hint.key;
         for level in 0..=MAX_PAGE_LEVEL {
             let id = PageId::on_path(key, level);
             match shared.pages.fetch_plan(&id) {
@@ -77,6 +89,9 @@ impl Fetcher {
                     }
                 }
             }
+        }
+        if !hint.bucket {
+            return;
         }
         if let Some((generation, slot)) = shared.values.fetch_plan(key) {
             self.read(

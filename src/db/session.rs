@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::prefetch::Hint;
 use super::Shared;
 use crate::trie::proof::Witness;
 use crate::trie::{KeyPath, Node};
@@ -44,7 +45,13 @@ pub struct Session {
     prev_root: Node,
     writes: Mutex<BTreeMap<KeyPath, Option<Vec<u8>>>>,
     reads: Mutex<Vec<KeyPath>>,
+    /// Hints not yet sent to the fetcher: sent in batches, since waking its
+    /// thread per key costs more than a cached read.
+    hints: Mutex<Vec<Hint>>,
 }
+
+/// Hints sent to the fetcher at once, unless one is urgent.
+const HINT_BATCH: usize = 32;
 
 impl Session {
     pub(super) fn new(shared: Arc<Shared>) -> Session {
@@ -55,6 +62,19 @@ impl Session {
             prev_root: meta.root,
             writes: Mutex::new(BTreeMap::new()),
             reads: Mutex::new(Vec::new()),
+            hints: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Queues loading `key`'s pages (and its bucket, with `bucket`); `urgent`
+    /// sends the queue to the fetcher now.
+    fn hint(&self, key: &KeyPath, bucket: bool, urgent: bool) {
+        let mut hints = self.hints.lock();
+        hints.push(Hint { key: *key, bucket });
+        if urgent || hints.len() >= HINT_BATCH {
+            let batch = std::mem::take(&mut *hints);
+            drop(hints);
+            self.shared.prefetch(batch);
         }
     }
 
@@ -66,7 +86,7 @@ impl Session {
     /// A hint that `key` will be read or written: starts loading the trie pages on
     /// its path and the bucket of its value.
     pub fn warm_up(&self, key: &KeyPath) {
-        self.shared.prefetch(key);
+        self.hint(key, true, true);
     }
 
     /// The value of `key`: the session's own write if it made one, else the
@@ -76,14 +96,15 @@ impl Session {
             return Ok(written.clone());
         }
         self.reads.lock().push(*key);
-        self.shared.prefetch(key);
+        // The pages, for the commit; the bucket is read right here.
+        self.hint(key, false, false);
         self.shared.values.get(&self.shared.store, key)
     }
 
     /// Sets `key` to `value` (`None` deletes) when the session commits; a later
     /// write to the same key replaces this one.
     pub fn write(&self, key: KeyPath, value: Option<Vec<u8>>) {
-        self.shared.prefetch(&key);
+        self.hint(&key, true, false);
         self.writes.lock().insert(key, value);
     }
 
