@@ -43,7 +43,7 @@ impl std::fmt::Debug for Options {
 
 impl Options {
     /// Options for the database in directory `path` (created if absent), with
-    /// one commit worker per CPU, the I/O engine chosen automatically, a 256 MiB
+    /// one commit worker per CPU, the I/O engine chosen automatically, a 1 GiB
     /// page cache, a 256 MiB value cache, 1 GiB for imports and metrics on.
     pub fn new(path: impl AsRef<Path>) -> Options {
         Options {
@@ -51,7 +51,7 @@ impl Options {
             commit_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             import_memory_mib: 1024,
             io_backend: IoBackend::Auto,
-            page_cache_mib: 256,
+            page_cache_mib: 1024,
             value_cache_mib: 256,
             metrics: true,
             #[cfg(test)]
