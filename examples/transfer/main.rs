@@ -131,6 +131,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => eprintln!("reusing the 2^{} accounts in {}", args.log2, dir.display()),
         }
     }
+    // Peak RSS is reported for the workloads; the import's is reported apart.
+    let import_peak = import.map(|_| workload::peak_rss_bytes());
+    workload::reset_peak_rss();
     let cold_ok = !args.cold || workload::drop_os_cache();
     if !cold_ok {
         eprintln!("warning: cannot drop the OS page cache (needs root); --cold has no effect");
@@ -144,7 +147,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let stats = workload::run_workload(&db, &mut accounts, &args.config)?;
         if args.json {
             println!(
-                "{{\"workload\":{i},\"workload_ms\":{:.3},\"commit_and_prove_ms\":{:.3},\"mean_read_ns\":{:.0},\"ssd_reads\":{},\"account_updates\":{},\"bytes_written\":{},\"witness_bytes\":{},\"page_cache_hits\":{},\"page_cache_misses\":{}}}",
+                "{{\"workload\":{i},\"workload_ms\":{:.3},\"commit_and_prove_ms\":{:.3},\"mean_read_ns\":{:.0},\"ssd_reads\":{},\"account_updates\":{},\"bytes_written\":{},\"witness_bytes\":{},\"page_lookups\":{},\"page_loads\":{}}}",
                 ms(stats.total),
                 ms(stats.commit_and_prove),
                 mean_ns(stats.read_time, stats.reads),
@@ -152,8 +155,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 stats.account_updates,
                 stats.bytes_written,
                 stats.witness_bytes,
-                stats.page_hits,
-                stats.page_misses
+                stats.page_lookups,
+                stats.page_loads
             );
         } else {
             eprint!(
@@ -174,7 +177,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !quiet {
         eprintln!();
     }
-    let s = Summary::of(&runs, workload::db_bytes(&dir), import);
+    let mut s = Summary::of(&runs, workload::db_bytes(&dir), import);
+    s.import_peak_rss_bytes = import_peak;
+    s.direct_io = db.metrics().direct_io;
     if args.json {
         println!("{}", s.json());
     } else {
@@ -216,6 +221,10 @@ struct Summary {
     db_bytes: u64,
     peak_rss_bytes: u64,
     import_s: Option<f64>,
+    import_peak_rss_bytes: Option<u64>,
+    /// Whether the data files bypass the OS page cache: if not, "SSD reads" may
+    /// be served from it.
+    direct_io: bool,
 }
 
 impl Summary {
@@ -230,7 +239,7 @@ impl Summary {
                 .unwrap_or(0.0)
         };
         let sum = |f: &dyn Fn(&WorkloadStats) -> u64| runs.iter().map(f).sum::<u64>();
-        let (hits, misses) = (sum(&|r| r.page_hits), sum(&|r| r.page_misses));
+        let (lookups, loads) = (sum(&|r| r.page_lookups), sum(&|r| r.page_loads));
         Summary {
             mean_workload_ms: totals.iter().sum::<f64>() / n,
             p50_workload_ms: pct(0.5),
@@ -242,16 +251,19 @@ impl Summary {
                 / sum(&|r| r.account_updates).max(1) as f64,
             bytes_written_per_workload: sum(&|r| r.bytes_written) as f64 / n,
             witness_bytes_per_workload: sum(&|r| r.witness_bytes) as f64 / n,
-            page_cache_hit_rate: hits as f64 / (hits + misses).max(1) as f64,
+            // A page the prefetcher loaded counts as a miss of its lookup.
+            page_cache_hit_rate: 1.0 - (loads as f64 / lookups.max(1) as f64).min(1.0),
             db_bytes,
             peak_rss_bytes: workload::peak_rss_bytes(),
             import_s: import.map(|d| d.as_secs_f64()),
+            import_peak_rss_bytes: None,
+            direct_io: false,
         }
     }
 
     fn json(&self) -> String {
         format!(
-            "{{\"summary\":true,\"mean_workload_ms\":{:.3},\"p50_workload_ms\":{:.3},\"p99_workload_ms\":{:.3},\"mean_read_ns\":{:.0},\"mean_commit_and_prove_ms\":{:.3},\"mean_trie_ms\":{:.3},\"mean_plan_ms\":{:.3},\"mean_write_ms\":{:.3},\"reads_per_update\":{:.4},\"bytes_written_per_workload\":{:.0},\"witness_bytes_per_workload\":{:.0},\"page_cache_hit_rate\":{:.4},\"db_bytes\":{},\"peak_rss_bytes\":{},\"import_s\":{}}}",
+            "{{\"summary\":true,\"mean_workload_ms\":{:.3},\"p50_workload_ms\":{:.3},\"p99_workload_ms\":{:.3},\"mean_read_ns\":{:.0},\"mean_commit_and_prove_ms\":{:.3},\"mean_trie_ms\":{:.3},\"mean_plan_ms\":{:.3},\"mean_write_ms\":{:.3},\"reads_per_update\":{:.4},\"bytes_written_per_workload\":{:.0},\"witness_bytes_per_workload\":{:.0},\"page_cache_hit_rate\":{:.4},\"db_bytes\":{},\"peak_rss_bytes\":{},\"import_s\":{},\"import_peak_rss_bytes\":{},\"direct_io\":{}}}",
             self.mean_workload_ms,
             self.p50_workload_ms,
             self.p99_workload_ms,
@@ -266,7 +278,10 @@ impl Summary {
             self.page_cache_hit_rate,
             self.db_bytes,
             self.peak_rss_bytes,
-            self.import_s.map_or("null".to_string(), |s| format!("{s:.2}"))
+            self.import_s.map_or("null".to_string(), |s| format!("{s:.2}")),
+            self.import_peak_rss_bytes
+                .map_or("null".to_string(), |b| b.to_string()),
+            self.direct_io
         )
     }
 
@@ -333,13 +348,25 @@ impl Summary {
                 ),
             ),
             (
-                "peak RSS",
+                "peak RSS (workloads)",
                 format!("{:.1} MiB", mib(self.peak_rss_bytes as f64)),
             ),
             (
                 "import",
-                self.import_s
-                    .map_or("reused".to_string(), |s| format!("{s:.1} s")),
+                match (self.import_s, self.import_peak_rss_bytes) {
+                    (Some(s), Some(peak)) => {
+                        format!("{s:.1} s (peak RSS {:.1} MiB)", mib(peak as f64))
+                    }
+                    _ => "reused".to_string(),
+                },
+            ),
+            (
+                "direct I/O",
+                if self.direct_io {
+                    "yes: SSD reads are disk reads".to_string()
+                } else {
+                    "no: some SSD reads may be OS cache hits".to_string()
+                },
             ),
         ];
         for (name, value) in rows {

@@ -41,11 +41,18 @@ pub struct Accounts {
 }
 
 impl Accounts {
+    /// Durably, so that after a crash no id committed before is handed out again.
     fn save(&self) -> std::io::Result<()> {
         let text = format!("accounts_log2 {}\nnext_id {}\n", self.log2, self.next_id);
         let tmp = self.state_path.with_extension("tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &self.state_path)
+        let mut file = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut file, text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &self.state_path)?;
+        if let Some(dir) = self.state_path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     }
 
     fn load(state_path: &Path, log2: u32) -> Option<Accounts> {
@@ -85,6 +92,11 @@ pub fn open_or_import(
             return Ok((Db::open(options(&db_path))?, accounts, None));
         }
     }
+    // The state first: a stale one must never describe the next database.
+    match std::fs::remove_file(&state_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+        _ => {}
+    }
     match std::fs::remove_dir_all(&db_path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
         _ => {}
@@ -119,8 +131,9 @@ pub struct WorkloadStats {
     /// Metrics deltas over the workload.
     pub ssd_reads: u64,
     pub bytes_written: u64,
-    pub page_hits: u64,
-    pub page_misses: u64,
+    /// Page lookups, and pages read from disk (by lookups or the prefetcher).
+    pub page_lookups: u64,
+    pub page_loads: u64,
     /// The commit's phases: trie update and witness, planning, durable write.
     pub phases: [Duration; 3],
 }
@@ -128,8 +141,9 @@ pub struct WorkloadStats {
 fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
     stats.ssd_reads = after.reads_issued - before.reads_issued;
     stats.bytes_written = after.bytes_written - before.bytes_written;
-    stats.page_hits = after.page_cache_hits - before.page_cache_hits;
-    stats.page_misses = after.page_cache_misses - before.page_cache_misses;
+    let misses = after.page_cache_misses - before.page_cache_misses;
+    stats.page_lookups = after.page_cache_hits - before.page_cache_hits + misses;
+    stats.page_loads = misses + (after.pages_prefetched - before.pages_prefetched);
     stats.phases = [
         after.commit_trie_ns - before.commit_trie_ns,
         after.commit_plan_ns - before.commit_plan_ns,
@@ -248,6 +262,12 @@ pub fn db_bytes(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+/// Restarts the peak resident set count, so that the workloads' peak is not the
+/// import's (Linux; false where unavailable).
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 /// The process's peak resident set, from /proc (0 where unavailable).

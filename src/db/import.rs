@@ -88,10 +88,12 @@ impl Db {
             return Err(e);
         }
         // The database appears at the path whole, or not at all.
-        fs::rename(staging.join("db"), &target)?;
-        if let Some(parent) = target.parent() {
-            sync_dir(parent)?;
+        if let Err(e) = fs::rename(staging.join("db"), &target) {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(e.into());
         }
+        let parent = target.parent().filter(|p| !p.as_os_str().is_empty());
+        sync_dir(parent.unwrap_or(Path::new(".")))?;
         fs::remove_dir_all(&staging)?;
         Db::open(options)
     }
@@ -131,7 +133,11 @@ fn build(
     let mut written = 0u64;
     let mut commit = |chunk: &mut Vec<Entry>| -> Result<(), Error> {
         written += chunk.len() as u64;
-        let writes = chunk.drain(..).map(|(k, v)| (k, Some(v))).collect();
+        // Collected in place: the chunk's buffer becomes the writes'.
+        let writes = std::mem::take(chunk)
+            .into_iter()
+            .map(|(k, v)| (k, Some(v)))
+            .collect();
         let seqno = db.shared.store.meta().seqno;
         db.shared.commit(seqno, writes, Vec::new(), false)?;
         progress(ImportProgress::Writing {
@@ -144,8 +150,9 @@ fn build(
         for entry in sorted {
             chunk_bytes += entry_cost(&entry);
             chunk.push(entry);
-            // A commit needs about as much again for its buckets and pages.
-            if chunk_bytes >= budget / 2 {
+            // The sorted file, the chunk and the commit's buckets and pages
+            // share the budget.
+            if chunk_bytes >= budget / 4 {
                 commit(&mut chunk)?;
                 chunk_bytes = 0;
             }
@@ -200,7 +207,7 @@ fn partition(
 }
 
 /// Calls `f` with every spill file's entries in key order, splitting files larger
-/// than `budget` by the next key byte first.
+/// over a quarter of `budget` by the next key byte first.
 fn for_each_sorted(
     dir: &Path,
     depth: usize,
@@ -210,6 +217,17 @@ fn for_each_sorted(
     for b in 0..FANOUT {
         let path = dir.join(format!("{b:02x}"));
         let len = fs::metadata(&path)?.len();
+        if len > budget / 4 && depth + 1 == 32 {
+            // Keys agreeing in 31 bytes: at most 256 are distinct, so a file this
+            // big repeats one. Find it without loading the file.
+            let mut seen = std::collections::HashSet::new();
+            for entry in SpillReader::open(&path)? {
+                let key = entry?.0;
+                if !seen.insert(key) {
+                    return Err(Error::DuplicateKey(key));
+                }
+            }
+        }
         if len > budget / 4 && depth + 1 < 32 {
             let sub = dir.join(format!("{b:02x}.split"));
             fs::create_dir(&sub)?;

@@ -14,8 +14,10 @@ pub struct Metrics {
     pub bytes_written: u64,
     /// Page lookups answered from RAM.
     pub page_cache_hits: u64,
-    /// Page lookups that read the disk: the pages fetched.
+    /// Page lookups that read the disk.
     pub page_cache_misses: u64,
+    /// Pages the prefetcher read into the cache (lookups of them then hit).
+    pub pages_prefetched: u64,
     /// Bucket reads answered from RAM.
     pub value_cache_hits: u64,
     /// Bucket reads that went to the disk.

@@ -122,7 +122,7 @@ impl Db {
         let s = &self.shared;
         let io = s.store.io();
         let writes = io.counters.writes.load(Ordering::Relaxed);
-        let (page_hits, page_misses) = s.pages.cache_counts();
+        let (page_hits, page_misses, pages_prefetched) = s.pages.cache_counts();
         let (value_hits, value_misses) = s.values.cache_counts();
         Metrics {
             reads_issued: io.counters.reads.load(Ordering::Relaxed),
@@ -130,6 +130,7 @@ impl Db {
             bytes_written: writes * PAGE_SIZE as u64,
             page_cache_hits: page_hits,
             page_cache_misses: page_misses,
+            pages_prefetched,
             value_cache_hits: value_hits,
             value_cache_misses: value_misses,
             commits: s.timers.commits.load(Ordering::Relaxed),

@@ -103,6 +103,15 @@ impl DataFile {
         Ok(self.file.metadata()?.len() / BLOCK_SIZE as u64)
     }
 
+    /// Cuts the file to `blocks` blocks if it is longer; the new length is made
+    /// durable by a later sync, or not at all (callers must not depend on it).
+    pub(crate) fn shrink_to(&self, blocks: u64) -> io::Result<()> {
+        if self.blocks()? > blocks {
+            self.file.set_len(blocks * BLOCK_SIZE as u64)?;
+        }
+        Ok(())
+    }
+
     /// Unchecked raw access for the fault injector, which must bypass itself.
     #[cfg(test)]
     pub(crate) fn raw(&self) -> &File {

@@ -75,6 +75,7 @@ pub(crate) struct PageStore {
     cache: PageCache,
     hits: AtomicU64,
     misses: AtomicU64,
+    prefetched: AtomicU64,
 }
 
 impl PageStore {
@@ -113,6 +114,7 @@ impl PageStore {
             cache,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            prefetched: AtomicU64::new(0),
         })
     }
 
@@ -126,11 +128,13 @@ impl PageStore {
         self.slots.read().index.bytes()
     }
 
-    /// Lookups answered from RAM, and lookups that read the disk.
-    pub(crate) fn cache_counts(&self) -> (u64, u64) {
+    /// Lookups answered from RAM, lookups that read the disk, and pages the
+    /// prefetcher loaded into the cache.
+    pub(crate) fn cache_counts(&self) -> (u64, u64, u64) {
         (
             self.hits.load(Ordering::Relaxed),
             self.misses.load(Ordering::Relaxed),
+            self.prefetched.load(Ordering::Relaxed),
         )
     }
 
@@ -156,6 +160,7 @@ impl PageStore {
         }
         let slots = self.slots.read();
         if slots.generation == generation && !slots.overlay.contains_key(&slot) {
+            self.prefetched.fetch_add(1, Ordering::Relaxed);
             self.cache.insert(*id, Arc::new(page));
         }
     }

@@ -279,7 +279,12 @@ impl Store {
         let headers = log.len() - places.len();
         let wal = &self.wals[meta.slot() as usize];
 
-        // 1. The log, synced: from here on recovery can finish the commit.
+        // 1. The log, synced: from here on recovery can finish the commit. The
+        // file held the log of commit n - 1, obsolete since commit n is durable:
+        // cut it to this log's length, or one large commit (an import's) would
+        // leave it large forever. A lost cut leaves stale blocks past the log's
+        // end, which its header excludes.
+        wal.shrink_to(log.len() as u64)?;
         let mut returned = self.io.run_all(
             log.into_iter()
                 .enumerate()

@@ -139,6 +139,48 @@ fn a_block_written_twice_in_one_commit_keeps_the_last_write() {
 }
 
 #[test]
+fn a_large_commit_leaves_no_large_log_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let big = (0..2000)
+        .map(|index| BlockWrite {
+            target: Target::Buckets,
+            index,
+            block: stamp(0, Target::Buckets, index),
+        })
+        .collect();
+    let lengths = [0, 2000, 0];
+    store
+        .commit(Batch {
+            root: [1; 32],
+            writes: big,
+            lengths,
+        })
+        .unwrap();
+    let small = |k: u64| Batch {
+        root: [k as u8; 32],
+        writes: vec![BlockWrite {
+            target: Target::Buckets,
+            index: 0,
+            block: stamp(k, Target::Buckets, 0),
+        }],
+        lengths,
+    };
+    store.commit(small(2)).unwrap();
+    store.commit(small(3)).unwrap();
+    let wal_blocks: Vec<u64> = store.wals.iter().map(|w| w.blocks().unwrap()).collect();
+    assert!(
+        wal_blocks.iter().all(|&b| b < 10),
+        "WAL blocks: {wal_blocks:?}"
+    );
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(store.meta().root, [3; 32]);
+    assert!(store.read(Target::Buckets, 0).unwrap().0 == stamp(3, Target::Buckets, 0).0);
+    assert!(store.read(Target::Buckets, 1999).unwrap().0 == stamp(0, Target::Buckets, 1999).0);
+}
+
+#[test]
 fn a_directory_has_one_owner() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
