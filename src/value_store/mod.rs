@@ -159,14 +159,15 @@ impl ValueStore {
         )
     }
 
-    /// What to read to prefetch the bucket of `key`: its slot and the generation
-    /// it belongs to; `None` if cached or if `key` is certainly absent.
+    /// What to read to prefetch the bucket whose range covers `key`: its slot
+    /// and the generation it belongs to; `None` if cached. Also for an absent
+    /// key: the commit that inserts it reads that bucket, to rebuild the key's
+    /// subtree and to add the entry.
     pub(crate) fn fetch_plan(&self, key: &KeyPath) -> Option<(u64, u32)> {
         let state = self.state.read();
         let (_, meta) = state.dir.bucket_of(key)?;
         let slot = meta.slot;
-        (state.dir.may_hold(meta, key) && !self.cache.contains(&slot))
-            .then_some((state.generation, slot))
+        (!self.cache.contains(&slot)).then_some((state.generation, slot))
     }
 
     /// Caches a bucket prefetched from `slot` at `generation` if it is still the
