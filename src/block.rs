@@ -2,7 +2,8 @@
 //! Shared by the page format above and the I/O layer below, so neither depends on
 //! the other.
 
-use alloc::boxed::Box;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 
 /// Bytes in a block.
 pub(crate) const BLOCK_SIZE: usize = 4096;
@@ -12,41 +13,18 @@ pub(crate) const BLOCK_SIZE: usize = 4096;
 #[derive(Clone)]
 pub(crate) struct Block(pub(crate) [u8; BLOCK_SIZE]);
 
-/// Spare blocks kept per thread: a fresh 4096-aligned allocation per read cost
-/// about as much as the read itself at queue depth 1 (glibc's aligned malloc).
-#[cfg(feature = "std")]
-const SPARES_PER_THREAD: usize = 64;
-
-#[cfg(feature = "std")]
-std::thread_local! {
-    static SPARES: core::cell::RefCell<alloc::vec::Vec<Box<Block>>> =
-        const { core::cell::RefCell::new(alloc::vec::Vec::new()) };
-}
-
 impl Block {
-    /// A zeroed block on the heap.
-    pub(crate) fn zeroed() -> Box<Block> {
-        Box::new(Block([0; BLOCK_SIZE]))
+    /// A zeroed block from the pool.
+    pub(crate) fn zeroed() -> BlockBuf {
+        let mut block = pool::take();
+        (*block).0.fill(0);
+        block
     }
 
-    /// A block to read into: a spare of this thread's with stale contents, or a
-    /// new one. Every read overwrites the whole block or fails.
-    #[cfg(feature = "std")]
-    pub(crate) fn for_read() -> Box<Block> {
-        SPARES
-            .with(|s| s.borrow_mut().pop())
-            .unwrap_or_else(Block::zeroed)
-    }
-
-    /// Keeps `block` as a spare for this thread's next [`Block::for_read`].
-    #[cfg(feature = "std")]
-    pub(crate) fn recycle(block: Box<Block>) {
-        SPARES.with(|s| {
-            let mut spares = s.borrow_mut();
-            if spares.len() < SPARES_PER_THREAD {
-                spares.push(block);
-            }
-        })
+    /// A block to read into, with stale contents: every read overwrites the
+    /// whole block or fails.
+    pub(crate) fn for_read() -> BlockBuf {
+        pool::take()
     }
 
     /// `N` bytes at `at`, copied out.
@@ -70,5 +48,91 @@ impl Block {
     #[cfg(feature = "std")]
     pub(crate) fn checksum(&self, len: usize) -> u64 {
         twox_hash::XxHash3_64::oneshot(&self.0[..len])
+    }
+}
+
+/// An owned block, like `BlockBuf` without its cost: glibc serves a 4096-aligned
+/// allocation of 4096 bytes from an 8 KiB chunk, so caches of boxed blocks took
+/// twice their size. Blocks come from a pool that carves them out of 2 MiB slabs
+/// and takes them back on drop; it never shrinks, so RSS is the peak of blocks
+/// alive at once.
+pub(crate) struct BlockBuf(NonNull<Block>);
+
+// SAFETY: a BlockBuf owns its block exclusively, as a Box does.
+unsafe impl Send for BlockBuf {}
+// SAFETY: through a shared BlockBuf the block is only read.
+unsafe impl Sync for BlockBuf {}
+
+impl Deref for BlockBuf {
+    type Target = Block;
+
+    fn deref(&self) -> &Block {
+        // SAFETY: the pool hands out each initialized block to one owner at a time.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl DerefMut for BlockBuf {
+    fn deref_mut(&mut self) -> &mut Block {
+        // SAFETY: as in deref; `&mut self` makes this the only access.
+        unsafe { self.0.as_mut() }
+    }
+}
+
+impl Clone for BlockBuf {
+    fn clone(&self) -> BlockBuf {
+        let mut copy = pool::take();
+        (*copy).0.copy_from_slice(&(**self).0);
+        copy
+    }
+}
+
+impl Drop for BlockBuf {
+    fn drop(&mut self) {
+        pool::give_back(self.0);
+    }
+}
+
+mod pool {
+    use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+    use std::ptr::NonNull;
+
+    use parking_lot::Mutex;
+
+    use super::{Block, BlockBuf};
+
+    /// Blocks per slab: 2 MiB, large enough for the allocator to map it directly.
+    const SLAB_BLOCKS: usize = 512;
+
+    struct Free(Vec<NonNull<Block>>);
+
+    // SAFETY: the free list holds blocks no BlockBuf owns.
+    unsafe impl Send for Free {}
+
+    static FREE: Mutex<Free> = parking_lot::const_mutex(Free(Vec::new()));
+
+    pub(super) fn take() -> BlockBuf {
+        let mut free = FREE.lock();
+        if let Some(block) = free.0.pop() {
+            return BlockBuf(block);
+        }
+        let first = slab();
+        free.0.extend((1..SLAB_BLOCKS).map(|i| {
+            // SAFETY: `i` is within the slab, so the pointer stays in its allocation.
+            unsafe { first.add(i) }
+        }));
+        BlockBuf(first)
+    }
+
+    pub(super) fn give_back(block: NonNull<Block>) {
+        FREE.lock().0.push(block);
+    }
+
+    /// A new zeroed slab, never freed: its blocks cycle through the free list.
+    fn slab() -> NonNull<Block> {
+        let layout = Layout::new::<[Block; SLAB_BLOCKS]>();
+        // SAFETY: the layout's size is not zero.
+        let ptr = unsafe { alloc_zeroed(layout) }.cast::<Block>();
+        NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout))
     }
 }

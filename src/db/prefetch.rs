@@ -136,7 +136,6 @@ impl Fetcher {
         // A failed prefetch costs nothing: the reader that needs the block reads
         // it again and sees the error itself.
         if done.result.is_err() {
-            Block::recycle(done.block);
             return;
         }
         match wanted {

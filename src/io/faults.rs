@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use super::file::DataFile;
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 
 /// One fault plan, shared by every file of a database.
 #[derive(Default)]
@@ -26,7 +26,7 @@ pub(crate) struct Faults {
 #[derive(Default)]
 struct Unsynced {
     /// Each write's pre-image (`None`: it extended the file).
-    writes: Vec<(i32, u64, Option<Box<Block>>)>,
+    writes: Vec<(i32, u64, Option<BlockBuf>)>,
     /// Each file's length when its first unsynced write came.
     lengths: std::collections::HashMap<i32, u64>,
 }

@@ -23,7 +23,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 pub(crate) use file::{sync_dir, DataFile, DirLock};
 
-use crate::block::Block;
+use crate::block::{Block, BlockBuf};
 
 /// Which I/O engine runs a database's reads and writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub(crate) struct Job {
     pub(crate) file: Arc<DataFile>,
     pub(crate) op: Op,
     pub(crate) offset: u64,
-    pub(crate) block: Box<Block>,
+    pub(crate) block: BlockBuf,
     /// The caller's name for this job, returned with it.
     pub(crate) tag: u64,
     pub(crate) reply: Sender<Done>,
@@ -58,7 +58,7 @@ pub(crate) struct Job {
 /// A finished job: the block (read data, or the written data back) and the result.
 pub(crate) struct Done {
     pub(crate) tag: u64,
-    pub(crate) block: Box<Block>,
+    pub(crate) block: BlockBuf,
     pub(crate) result: io::Result<()>,
 }
 
@@ -151,8 +151,8 @@ impl Io {
     /// the order given. Fails with the first error after every job has finished.
     pub(crate) fn run_all(
         &self,
-        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, Box<Block>)>,
-    ) -> io::Result<Vec<Box<Block>>> {
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, BlockBuf)>,
+    ) -> io::Result<Vec<BlockBuf>> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut count = 0;
         for (file, op, offset, block) in jobs {
@@ -167,7 +167,7 @@ impl Io {
             count += 1;
         }
         drop(tx);
-        let mut slots: Vec<Option<Box<Block>>> = (0..count).map(|_| None).collect();
+        let mut slots: Vec<Option<BlockBuf>> = (0..count).map(|_| None).collect();
         let mut first_error = None;
         for done in rx.iter().take(count as usize) {
             if let Err(e) = done.result {
@@ -187,7 +187,7 @@ impl Io {
     /// Reads one block on the calling thread and waits for it. A lone read gains
     /// nothing from the ring, and handing it to the engine's thread and back costs
     /// two wake-ups per read.
-    pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> io::Result<Box<Block>> {
+    pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> io::Result<BlockBuf> {
         let mut block = Block::for_read();
         count(&self.counters, Op::Read);
         file.read_block(&mut block, offset)?;

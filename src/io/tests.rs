@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{DataFile, Io, IoBackend, Op};
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 
 fn engines() -> Vec<Io> {
     let mut engines = vec![Io::start(IoBackend::ThreadPool).unwrap()];
@@ -18,7 +18,7 @@ fn engines() -> Vec<Io> {
     engines
 }
 
-fn block_of(seed: u64) -> Box<Block> {
+fn block_of(seed: u64) -> BlockBuf {
     let mut b = Block::zeroed();
     for (i, chunk) in b.0.chunks_exact_mut(8).enumerate() {
         chunk.copy_from_slice(&(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i as u64).to_le_bytes());

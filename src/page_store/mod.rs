@@ -24,7 +24,7 @@ use parking_lot::RwLock;
 use cache::PageCache;
 use index::SlotIndex;
 
-use crate::block::Block;
+use crate::block::BlockBuf;
 use crate::store::{free_mark, is_free_mark, BlockWrite, Store, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
@@ -153,7 +153,7 @@ impl PageStore {
 
     /// Caches a block prefetched from `slot` at `generation` if it is page `id`
     /// and still the committed one.
-    pub(crate) fn offer(&self, id: &PageId, slot: u32, generation: u64, block: Box<Block>) {
+    pub(crate) fn offer(&self, id: &PageId, slot: u32, generation: u64, block: BlockBuf) {
         let page = Page::from_block(block);
         if !matches!(page.verified_id(), Ok(found) if found == *id) {
             return;
@@ -185,7 +185,7 @@ impl PageStore {
                 return Ok(None);
             }
             self.misses.fetch_add(1, Ordering::Relaxed);
-            let mut read: HashMap<u32, Result<Box<Block>, Error>> = candidates
+            let mut read: HashMap<u32, Result<BlockBuf, Error>> = candidates
                 .iter()
                 .map(|&slot| (slot, store.read(Target::Pages, slot as u64)))
                 .collect();
@@ -261,7 +261,7 @@ impl PageStore {
                     plan.writes.push(BlockWrite {
                         target: Target::Pages,
                         index: slot as u64,
-                        block: Box::new(Block(*page.as_bytes())),
+                        block: Page::clone(&page).into_block(),
                     });
                     plan.stored.push((id, slot, page, is_new));
                 }

@@ -3,7 +3,7 @@
 //! other intact (layout in docs/format.md).
 
 use super::TARGETS;
-use crate::block::Block;
+use crate::block::{Block, BlockBuf};
 use crate::trie::Node;
 use crate::Error;
 
@@ -34,7 +34,7 @@ impl Meta {
         self.seqno % 2
     }
 
-    pub(crate) fn encode(&self) -> Box<Block> {
+    pub(crate) fn encode(&self) -> BlockBuf {
         let mut b = Block::zeroed();
         b.0[0..8].copy_from_slice(MAGIC);
         b.0[8..12].copy_from_slice(&VERSION.to_le_bytes());

@@ -24,7 +24,7 @@ use parking_lot::{Mutex, RwLock};
 pub(crate) use meta::Meta;
 use wal::Place;
 
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{sync_dir, DataFile, DirLock, Io, IoBackend, Op};
 use crate::trie::{Node, TERMINATOR};
 use crate::Error;
@@ -65,7 +65,7 @@ const FREE_CHECKSUM: usize = BLOCK_SIZE - 8;
 
 /// The block that marks a slot of a target file free, written by commit `seqno`.
 /// Stores rebuild their free lists from these at open.
-pub(crate) fn free_mark(seqno: u64) -> Box<Block> {
+pub(crate) fn free_mark(seqno: u64) -> BlockBuf {
     let mut b = Block::zeroed();
     b.0[..8].copy_from_slice(FREE_MAGIC);
     b.put_u64(8, seqno);
@@ -83,7 +83,7 @@ pub(crate) fn is_free_mark(b: &Block) -> bool {
 pub(crate) struct BlockWrite {
     pub(crate) target: Target,
     pub(crate) index: u64,
-    pub(crate) block: Box<Block>,
+    pub(crate) block: BlockBuf,
 }
 
 /// Everything one commit changes.
@@ -204,7 +204,7 @@ impl Store {
     }
 
     /// Reads block `index` of `target` and waits for it.
-    pub(crate) fn read(&self, target: Target, index: u64) -> Result<Box<Block>, Error> {
+    pub(crate) fn read(&self, target: Target, index: u64) -> Result<BlockBuf, Error> {
         self.check_usable()?;
         Ok(self.io.read(self.file(target), index * BLOCK_SIZE as u64)?)
     }
@@ -214,7 +214,7 @@ impl Store {
         &self,
         target: Target,
         indices: impl IntoIterator<Item = u64>,
-    ) -> Result<Vec<Box<Block>>, Error> {
+    ) -> Result<Vec<BlockBuf>, Error> {
         self.check_usable()?;
         let file = self.file(target);
         Ok(self.io.run_all(indices.into_iter().map(|i| {
@@ -357,7 +357,7 @@ fn apply(
     io: &Io,
     targets: &[Arc<DataFile>; TARGETS],
     places: &[Place],
-    blocks: Vec<Box<Block>>,
+    blocks: Vec<BlockBuf>,
 ) -> Result<(), Error> {
     io.run_all(places.iter().zip(blocks).map(|(p, b)| {
         (

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Batch, BlockWrite, Store, StoreConfig, Target, TARGETS};
-use crate::block::Block;
+use crate::block::{Block, BlockBuf};
 use crate::io::faults::Faults;
 use crate::io::IoBackend;
 use crate::Error;
@@ -28,7 +28,7 @@ fn places_of(k: u64) -> Vec<(Target, u64)> {
     ]
 }
 
-fn stamp(k: u64, target: Target, index: u64) -> Box<Block> {
+fn stamp(k: u64, target: Target, index: u64) -> BlockBuf {
     let mut b = Block::zeroed();
     for (i, chunk) in b.0.chunks_exact_mut(8).enumerate() {
         let word = k ^ (target as u64) << 56 ^ index << 32 ^ (i as u64).wrapping_mul(0x9e37_79b9);

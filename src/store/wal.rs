@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::{Meta, Target, TARGETS};
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{DataFile, Io, Op};
 use crate::Error;
 
@@ -32,7 +32,7 @@ pub(crate) struct Logged {
     pub(crate) meta: Meta,
     pub(crate) places: Vec<Place>,
     /// The changed blocks, in the order of `places`.
-    pub(crate) blocks: Vec<Box<Block>>,
+    pub(crate) blocks: Vec<BlockBuf>,
 }
 
 /// The most blocks one commit may change (the header counts them in a u32).
@@ -43,11 +43,11 @@ pub(crate) const MAX_RECORDS: usize = u32::MAX as usize;
 pub(crate) fn encode(
     mut commit: Meta,
     places: &[Place],
-    data: Vec<Box<Block>>,
-) -> (Meta, Vec<Box<Block>>) {
+    data: Vec<BlockBuf>,
+) -> (Meta, Vec<BlockBuf>) {
     debug_assert!(places.len() == data.len() && places.len() <= MAX_RECORDS);
     let count = header_blocks(places.len());
-    let mut log: Vec<Box<Block>> = (0..count)
+    let mut log: Vec<BlockBuf> = (0..count)
         .map(|h| {
             let mut b = Block::zeroed();
             b.0[0..8].copy_from_slice(MAGIC);
@@ -150,7 +150,7 @@ fn header_blocks(records: usize) -> usize {
 }
 
 /// xxh3 over the concatenated xxh3 of each block.
-fn chained_sum(blocks: &[Box<Block>]) -> u64 {
+fn chained_sum(blocks: &[BlockBuf]) -> u64 {
     let sums: Vec<u8> = blocks
         .iter()
         .flat_map(|b| b.checksum(BLOCK_SIZE).to_le_bytes())
@@ -159,7 +159,7 @@ fn chained_sum(blocks: &[Box<Block>]) -> u64 {
 }
 
 /// The places named by a verified log's header blocks.
-fn places(log: &[Box<Block>], records: usize) -> Result<Vec<Place>, Error> {
+fn places(log: &[BlockBuf], records: usize) -> Result<Vec<Place>, Error> {
     let mut out = Vec::with_capacity(records);
     for (h, b) in log.iter().take(header_blocks(records)).enumerate() {
         if !sealed(b) || b.u64_at(8) != log[0].u64_at(8) || b.0[20..24] != (h as u32).to_le_bytes()

@@ -1,11 +1,9 @@
 //! The 4 KiB page: a rootless subtree six levels deep plus 64 bytes of metadata
 //! (byte layout in docs/format.md).
 
-use alloc::boxed::Box;
-
 use super::node::{bit, KeyPath, Node};
 use super::page_id::{PageId, PAGE_DEPTH};
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::Error;
 
 /// Bytes in a page: one block.
@@ -55,7 +53,7 @@ pub fn child_page_index(slot: usize) -> Option<u8> {
 
 /// One page, in a block ready for O_DIRECT I/O.
 #[derive(Clone)]
-pub struct Page(Box<Block>);
+pub struct Page(BlockBuf);
 
 impl Page {
     /// An all-zero page: every slot a terminator, no metadata.
@@ -72,12 +70,12 @@ impl Page {
     }
 
     /// A page over a block read from disk; [`Page::check`] it before trusting it.
-    pub fn from_block(block: Box<Block>) -> Page {
+    pub fn from_block(block: BlockBuf) -> Page {
         Page(block)
     }
 
     /// The page's block, to be written to disk.
-    pub fn into_block(self) -> Box<Block> {
+    pub fn into_block(self) -> BlockBuf {
         self.0
     }
 

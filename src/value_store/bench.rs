@@ -92,7 +92,7 @@ fn random_reads() {
     let buckets = store.meta().lengths[Target::Buckets as usize];
     let (reads, started) = (20_000, Instant::now());
     for _ in 0..reads {
-        Block::recycle(store.read(Target::Buckets, next_key() % buckets).unwrap());
+        drop(store.read(Target::Buckets, next_key() % buckets).unwrap());
     }
     let raw = reads as f64 / started.elapsed().as_secs_f64();
     eprintln!("QD1 raw block reads: {raw:.0} reads/s");
@@ -141,7 +141,7 @@ fn random_reads() {
         let d = rx.recv().unwrap();
         d.result.unwrap();
         assert!(bucket::find(&d.block, &key(d.tag)).unwrap().is_some());
-        Block::recycle(d.block);
+        drop(d.block);
         done += 1;
         submit(next_key());
     }

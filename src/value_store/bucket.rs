@@ -1,6 +1,6 @@
 //! A bucket: one 4 KiB block of entries sorted by key (layout in docs/format.md).
 
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::trie::{hash_value, KeyPath, ValueHash};
 use crate::Error;
 
@@ -61,7 +61,7 @@ pub(super) fn payload_len(entries: &[Entry]) -> usize {
 }
 
 /// Encodes `entries` (sorted, fitting [`PAYLOAD`]) as commit `seqno`'s bucket.
-pub(super) fn encode(entries: &[Entry], seqno: u64) -> Box<Block> {
+pub(super) fn encode(entries: &[Entry], seqno: u64) -> BlockBuf {
     debug_assert!(payload_len(entries) <= PAYLOAD);
     let mut b = Block::zeroed();
     b.0[0..4].copy_from_slice(MAGIC);

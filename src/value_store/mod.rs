@@ -33,7 +33,7 @@ use bucket::{Entry, Stored, PAYLOAD};
 use directory::Directory;
 use overflow::Extents;
 
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
 use crate::store::{free_mark, is_free_mark, BlockWrite, Store, Target};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
@@ -51,7 +51,7 @@ struct State {
     generation: u64,
     /// The committed contents of buckets that a planned commit overwrites in
     /// place, so readers on other threads see committed data until it publishes.
-    overlay: HashMap<u32, Box<Block>>,
+    overlay: HashMap<u32, BlockBuf>,
 }
 
 /// Values longer than this do not fit a bucket's u32 length field.
@@ -77,14 +77,14 @@ pub(crate) struct ValuePlan {
     extents: Extents,
     released: Vec<(u64, u64)>,
     /// Committed blocks of the buckets this plan overwrites.
-    old: Vec<(u32, Box<Block>)>,
+    old: Vec<(u32, BlockBuf)>,
     /// The buckets this plan writes, for the cache at publish.
     new: Vec<(u32, Option<Arc<Cached>>)>,
 }
 
 /// A cached bucket block (a newtype: `Arc<Box<_>>` would be redundant, and an
 /// `Arc<Block>` would pad its counters to a whole 4 KiB).
-pub(crate) struct Cached(Box<Block>);
+pub(crate) struct Cached(BlockBuf);
 
 /// Keys and values on disk, with the RAM directory.
 ///
@@ -172,7 +172,7 @@ impl ValueStore {
 
     /// Caches a bucket prefetched from `slot` at `generation` if it is still the
     /// committed one.
-    pub(crate) fn offer(&self, slot: u32, generation: u64, block: Box<Block>) {
+    pub(crate) fn offer(&self, slot: u32, generation: u64, block: BlockBuf) {
         let state = self.state.read();
         if state.generation == generation && !state.overlay.contains_key(&slot) {
             self.cache.insert(slot, Arc::new(Cached(block)));
@@ -386,7 +386,7 @@ impl ValueStore {
                         .remove(&slot)
                         .ok_or(Error::Corrupt("bucket listed twice"))?;
                     let entries = bucket::decode(&block.0)?;
-                    run.take(min, slot, Box::new(Block::clone(&block.0)));
+                    run.take(min, slot, block.0.clone());
                     entries
                 }
                 None => Vec::new(),
@@ -549,12 +549,12 @@ struct Run {
     slots: Vec<u32>,
     mins: Vec<KeyPath>,
     /// The buckets' committed blocks, for readers until publish.
-    old: Vec<Box<Block>>,
+    old: Vec<BlockBuf>,
     last: Option<KeyPath>,
 }
 
 impl Run {
-    fn take(&mut self, min: KeyPath, slot: u32, block: Box<Block>) {
+    fn take(&mut self, min: KeyPath, slot: u32, block: BlockBuf) {
         self.slots.push(slot);
         self.mins.push(min);
         self.old.push(block);
