@@ -24,6 +24,10 @@ use parking_lot::{Mutex, RwLock};
 pub(crate) use meta::Meta;
 use wal::Place;
 
+/// A WAL file is cut back only when longer than twice the log it receives plus
+/// this many blocks (16 MiB).
+const WAL_SLACK_BLOCKS: u64 = 4096;
+
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{sync_dir, DataFile, DirLock, Io, IoBackend, Op};
 use crate::trie::{Node, TERMINATOR};
@@ -281,10 +285,15 @@ impl Store {
 
         // 1. The log, synced: from here on recovery can finish the commit. The
         // file held the log of commit n - 1, obsolete since commit n is durable:
-        // cut it to this log's length, or one large commit (an import's) would
-        // leave it large forever. A lost cut leaves stale blocks past the log's
-        // end, which its header excludes.
-        wal.shrink_to(log.len() as u64)?;
+        // if it is far longer than this log, cut it, or one large commit (an
+        // import's) would leave it large forever. Only then: writing past the
+        // end of a file takes ext4's slow path, so a log of a usual size should
+        // overwrite. A lost cut leaves stale blocks past the log's end, which
+        // its header excludes.
+        let needed = log.len() as u64;
+        if wal.blocks()? > 2 * needed + WAL_SLACK_BLOCKS {
+            wal.shrink_to(needed)?;
+        }
         let mut returned = self.io.run_all(
             log.into_iter()
                 .enumerate()

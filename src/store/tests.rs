@@ -142,14 +142,14 @@ fn a_block_written_twice_in_one_commit_keeps_the_last_write() {
 fn a_large_commit_leaves_no_large_log_behind() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let big = (0..2000)
+    let big = (0..10_000)
         .map(|index| BlockWrite {
             target: Target::Buckets,
             index,
             block: stamp(0, Target::Buckets, index),
         })
         .collect();
-    let lengths = [0, 2000, 0];
+    let lengths = [0, 10_000, 0];
     store
         .commit(Batch {
             root: [1; 32],
@@ -177,7 +177,7 @@ fn a_large_commit_leaves_no_large_log_behind() {
     let store = open(dir.path());
     assert_eq!(store.meta().root, [3; 32]);
     assert!(store.read(Target::Buckets, 0).unwrap().0 == stamp(3, Target::Buckets, 0).0);
-    assert!(store.read(Target::Buckets, 1999).unwrap().0 == stamp(0, Target::Buckets, 1999).0);
+    assert!(store.read(Target::Buckets, 9999).unwrap().0 == stamp(0, Target::Buckets, 9999).0);
 }
 
 #[test]
