@@ -51,7 +51,7 @@ struct State {
     generation: u64,
     /// The committed contents of buckets that a planned commit overwrites in
     /// place, so readers on other threads see committed data until it publishes.
-    overlay: HashMap<u32, BlockBuf>,
+    overlay: HashMap<u32, Arc<BlockBuf>>,
 }
 
 /// Values longer than this do not fit a bucket's u32 length field.
@@ -77,14 +77,10 @@ pub(crate) struct ValuePlan {
     extents: Extents,
     released: Vec<(u64, u64)>,
     /// Committed blocks of the buckets this plan overwrites.
-    old: Vec<(u32, BlockBuf)>,
+    old: Vec<(u32, Arc<BlockBuf>)>,
     /// The buckets this plan writes, for the cache at publish.
-    new: Vec<(u32, Option<Arc<Cached>>)>,
+    new: Vec<(u32, Option<Arc<BlockBuf>>)>,
 }
-
-/// A cached bucket block (a newtype: `Arc<Box<_>>` would be redundant, and an
-/// `Arc<Block>` would pad its counters to a whole 4 KiB).
-pub(crate) struct Cached(BlockBuf);
 
 /// Keys and values on disk, with the RAM directory.
 ///
@@ -93,7 +89,7 @@ pub(crate) struct Cached(BlockBuf);
 pub(crate) struct ValueStore {
     state: RwLock<State>,
     /// Committed bucket blocks by slot.
-    cache: ClockCache<u32, Arc<Cached>>,
+    cache: ClockCache<u32, Arc<BlockBuf>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -175,14 +171,22 @@ impl ValueStore {
     pub(crate) fn offer(&self, slot: u32, generation: u64, block: BlockBuf) {
         let state = self.state.read();
         if state.generation == generation && !state.overlay.contains_key(&slot) {
-            self.cache.insert(slot, Arc::new(Cached(block)));
+            self.cache.insert(slot, Arc::new(block));
         }
     }
 
-    /// The blocks of `slots`, from the cache where it has them. The caller checks
-    /// that they are committed ones (generation and overlay) before using them.
-    fn read_buckets(&self, store: &Store, slots: &[u32]) -> Result<Vec<Arc<Cached>>, Error> {
-        let mut found: Vec<Option<Arc<Cached>>> = slots.iter().map(|s| self.cache.get(s)).collect();
+    /// The blocks of `slots`, from the cache where it has them, each with whether
+    /// it came from the disk. The caller checks that they are committed ones
+    /// (generation and overlay) before using or caching them.
+    fn read_buckets(
+        &self,
+        store: &Store,
+        slots: &[u32],
+    ) -> Result<Vec<(Arc<BlockBuf>, bool)>, Error> {
+        let mut found: Vec<Option<(Arc<BlockBuf>, bool)>> = slots
+            .iter()
+            .map(|s| self.cache.get(s).map(|b| (b, false)))
+            .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
         self.hits
             .fetch_add((slots.len() - missing.len()) as u64, Ordering::Relaxed);
@@ -194,7 +198,7 @@ impl ValueStore {
             many => store.read_blocks(Target::Buckets, many.iter().map(|&i| slots[i] as u64))?,
         };
         for (i, block) in missing.into_iter().zip(blocks) {
-            found[i] = Some(Arc::new(Cached(block)));
+            found[i] = Some((Arc::new(block), true));
         }
         Ok(found.into_iter().flatten().collect())
     }
@@ -246,12 +250,14 @@ impl ValueStore {
                 continue;
             }
             let mut result = Ok(());
-            for (slot, block) in slots.iter().zip(&blocks) {
+            for (slot, (block, from_disk)) in slots.iter().zip(&blocks) {
                 let block = match state.overlay.get(slot) {
                     Some(committed) => committed,
                     None => {
-                        self.cache.insert(*slot, block.clone());
-                        &block.0
+                        if *from_disk {
+                            self.cache.insert(*slot, block.clone());
+                        }
+                        block
                     }
                 };
                 result = result.and_then(|()| f(block));
@@ -356,8 +362,10 @@ impl ValueStore {
             .collect();
         touched.dedup();
         let blocks = self.read_buckets(store, &touched)?;
-        let mut read: std::collections::HashMap<u32, Arc<Cached>> =
-            touched.into_iter().zip(blocks).collect();
+        let mut read: std::collections::HashMap<u32, Arc<BlockBuf>> = touched
+            .into_iter()
+            .zip(blocks.into_iter().map(|(block, _)| block))
+            .collect();
 
         // Buckets are rewritten in runs of adjacent ones, so that a bucket left
         // nearly empty merges with the next, and one overflowing can share with it.
@@ -385,8 +393,8 @@ impl ValueStore {
                     let block = read
                         .remove(&slot)
                         .ok_or(Error::Corrupt("bucket listed twice"))?;
-                    let entries = bucket::decode(&block.0)?;
-                    run.take(min, slot, block.0.clone());
+                    let entries = bucket::decode(&block)?;
+                    run.take(min, slot, block);
                     entries
                 }
                 None => Vec::new(),
@@ -497,7 +505,7 @@ impl ValuePlan {
                 if Some(min) != next_changed {
                     let block = store.read(Target::Buckets, slot as u64)?;
                     run.entries.extend(bucket::decode(&block)?);
-                    run.take(min, slot, block);
+                    run.take(min, slot, Arc::new(block));
                 }
             }
         }
@@ -520,7 +528,7 @@ impl ValuePlan {
                 }
             };
             let block = bucket::encode(&part, seqno);
-            self.new.push((slot, Some(Arc::new(Cached(block.clone())))));
+            self.new.push((slot, Some(Arc::new(block.clone()))));
             self.writes.push(BlockWrite {
                 target: Target::Buckets,
                 index: slot as u64,
@@ -549,12 +557,12 @@ struct Run {
     slots: Vec<u32>,
     mins: Vec<KeyPath>,
     /// The buckets' committed blocks, for readers until publish.
-    old: Vec<BlockBuf>,
+    old: Vec<Arc<BlockBuf>>,
     last: Option<KeyPath>,
 }
 
 impl Run {
-    fn take(&mut self, min: KeyPath, slot: u32, block: BlockBuf) {
+    fn take(&mut self, min: KeyPath, slot: u32, block: Arc<BlockBuf>) {
         self.slots.push(slot);
         self.mins.push(min);
         self.old.push(block);
