@@ -23,8 +23,8 @@ use crate::trie::proof::MultiProof;
 use crate::trie::{KeyPath, Node, NodeKind};
 use crate::Error;
 
-use worker::{is_stored, Old, Updated, Worker};
 pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
+use worker::{Old, Pos, Updated, Worker};
 
 /// What a commit does to the trie.
 pub(crate) struct TrieUpdate {
@@ -155,15 +155,11 @@ fn run_job(
     root: &Page,
     job: &Job<'_>,
 ) -> Result<(u8, Option<Updated>, Option<MultiProof>), Error> {
-    let child = PageId::ROOT
-        .child(job.index)
-        .ok_or(Error::Corrupt("child index"))?;
     let any_key = job.keys.first().or(job.changes.first().map(|c| &c.0));
     let Some(key) = any_key else {
         return Ok((job.index, None, None));
     };
-    let node = root.node(slot(PAGE_DEPTH, job.index as usize));
-    let old = worker.old(&child, &node, is_stored(root, job.index), key)?;
+    let (child, old) = worker.old_child(root, &PageId::ROOT, Pos::bottom(job.index), key)?;
     let proof = match job.keys {
         [] => None,
         keys => {

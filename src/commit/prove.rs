@@ -7,7 +7,7 @@ use crate::trie::proof::{prove_below, MultiProof};
 use crate::trie::{KeyPath, NodeKind};
 use crate::Error;
 
-use super::worker::{is_stored, Old, Pos, Worker};
+use super::worker::{Old, Pos, Worker};
 
 impl Worker<'_> {
     /// Appends the proof of `keys` (sorted, distinct, non-empty, all under page
@@ -46,15 +46,7 @@ impl Worker<'_> {
                     return Ok(());
                 }
             }
-            let child = id
-                .child(index)
-                .ok_or(Error::Corrupt("a page below the deepest level"))?;
-            let old = self.old(
-                &child,
-                &page.node(pos.slot()),
-                is_stored(page, index),
-                &keys[0],
-            )?;
+            let (child, old) = self.old_child(page, id, pos, &keys[0])?;
             return self.prove(&child, &old, keys, out);
         }
         if !pos.is_root() {

@@ -77,6 +77,14 @@ impl Pos {
         self.r == 0
     }
 
+    /// Bottom position `index`: where child page `index` hangs.
+    pub(super) fn bottom(index: u8) -> Pos {
+        Pos {
+            r: PAGE_DEPTH,
+            bits: index as usize,
+        }
+    }
+
     pub(super) fn is_bottom(self) -> bool {
         self.r == PAGE_DEPTH
     }
@@ -113,15 +121,24 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// The child page hanging from bottom position `pos` of `page` (page `id`),
+    /// and its contents before the commit. `key` lies under it.
+    pub(super) fn old_child(
+        &mut self,
+        page: &Page,
+        id: &PageId,
+        pos: Pos,
+        key: &KeyPath,
+    ) -> Result<(PageId, Old), Error> {
+        let child = child_id(id, pos.index())?;
+        let node = page.node(pos.slot());
+        let old = self.old(&child, &node, is_stored(page, pos.index()), key)?;
+        Ok((child, old))
+    }
+
     /// The old contents of the subtree rooted at page `id`, whose root node is
     /// `node`; `stored` says whether its page exists. `key` lies under it.
-    pub(super) fn old(
-        &mut self,
-        id: &PageId,
-        node: &Node,
-        stored: bool,
-        key: &KeyPath,
-    ) -> Result<Old, Error> {
+    fn old(&mut self, id: &PageId, node: &Node, stored: bool, key: &KeyPath) -> Result<Old, Error> {
         if !stored {
             return Ok(Old::Entries(self.entries(key, id.root_depth(), node)?));
         }
@@ -273,15 +290,7 @@ impl<'a> Worker<'a> {
         let updated = match self.done.updated.get(&index) {
             Some(done) if *id == PageId::ROOT => *done,
             _ => {
-                let child = id
-                    .child(index)
-                    .ok_or(Error::Corrupt("a page below the deepest level"))?;
-                let old = self.old(
-                    &child,
-                    &page.node(pos.slot()),
-                    is_stored(page, index),
-                    &changes[0].0,
-                )?;
+                let (child, old) = self.old_child(page, id, pos, &changes[0].0)?;
                 self.update(child, old, changes)?
             }
         };
@@ -305,10 +314,7 @@ impl<'a> Worker<'a> {
         }
         if pos.is_bottom() {
             let index = pos.index();
-            let child = id
-                .child(index)
-                .ok_or(Error::Corrupt("a page below the deepest level"))?;
-            let (node, stored) = self.build(child, entries)?;
+            let (node, stored) = self.build(child_id(id, index)?, entries)?;
             set_child(page, index, &node, stored);
             return Ok(node);
         }
@@ -320,8 +326,13 @@ impl<'a> Worker<'a> {
     }
 }
 
+fn child_id(id: &PageId, index: u8) -> Result<PageId, Error> {
+    id.child(index)
+        .ok_or(Error::Corrupt("a page below the deepest level"))
+}
+
 /// Whether child page `index` of `page` is stored.
-pub(super) fn is_stored(page: &Page, index: u8) -> bool {
+fn is_stored(page: &Page, index: u8) -> bool {
     page.elided_children() >> index & 1 == 0
 }
 
