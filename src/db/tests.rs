@@ -36,6 +36,39 @@ fn apply(model: &mut Model, n: u64) {
     }
 }
 
+/// `models[n]`: the state after blocks 1 to `n`.
+fn models(blocks: u64) -> Vec<Model> {
+    let mut models = vec![Model::new()];
+    for n in 1..=blocks {
+        let mut m = models[n as usize - 1].clone();
+        apply(&mut m, n);
+        models.push(m);
+    }
+    models
+}
+
+/// Drops every write not yet synced, reopens, and checks the database holds
+/// `models[newer]` or `models[newer - 1]`; returns which.
+fn power_cycle(
+    db: Db,
+    faults: &Faults,
+    seed: Option<u64>,
+    models: &[Model],
+    newer: usize,
+) -> (Db, usize) {
+    faults.lose_power(&db.parts().0.files(), seed).unwrap();
+    let path = db.shared.options.path.clone();
+    drop(db);
+    let db = Db::open(Options::new(path)).unwrap();
+    let state = if db.root() == root_of(&models[newer]) {
+        newer
+    } else {
+        newer - 1
+    };
+    assert_state(&db, &models[state]);
+    (db, state)
+}
+
 fn commit(db: &Db, n: u64) -> Result<crate::Node, Error> {
     let session = db.begin_session();
     for (k, v) in block(n) {
@@ -62,12 +95,7 @@ fn assert_state(db: &Db, model: &Model) {
 
 #[test]
 fn a_failed_commit_leaves_the_last_durable_state_after_power_loss() {
-    let mut models = vec![Model::new()];
-    for n in 1..=5 {
-        let mut m = models[n - 1].clone();
-        apply(&mut m, n as u64);
-        models.push(m);
-    }
+    let models = models(5);
     for fail_at in 0.. {
         let short = fail_at % 2 == 1;
         let seed = (fail_at % 3 == 2).then_some(fail_at * 31 + 7);
@@ -88,15 +116,7 @@ fn a_failed_commit_leaves_the_last_durable_state_after_power_loss() {
         }
         assert!(matches!(commit(&db, 4), Err(Error::Poisoned)));
         assert!(matches!(db.read(&[0xee; 32]), Err(Error::Poisoned)));
-        faults.lose_power(&db.parts().0.files(), seed).unwrap();
-        drop(db);
-        let db = Db::open(Options::new(dir.path())).unwrap();
-        let state = if db.root() == root_of(&models[4]) {
-            4
-        } else {
-            3
-        };
-        assert_state(&db, &models[state]);
+        let (db, state) = power_cycle(db, &faults, seed, &models, 4);
         commit(&db, state as u64 + 1).unwrap();
         assert_state(&db, &models[state + 1]);
     }
@@ -104,12 +124,7 @@ fn a_failed_commit_leaves_the_last_durable_state_after_power_loss() {
 
 #[test]
 fn failed_syncs_and_reads_leave_one_committed_state() {
-    let mut models = vec![Model::new()];
-    for n in 1..=3 {
-        let mut m = models[n - 1].clone();
-        apply(&mut m, n as u64);
-        models.push(m);
-    }
+    let models = models(3);
     for fail in ["sync", "read"] {
         let dir = tempfile::tempdir().unwrap();
         let faults = Arc::new(Faults::none());
@@ -131,15 +146,7 @@ fn failed_syncs_and_reads_leave_one_committed_state() {
             commit(&db, 3).unwrap();
             assert_state(&db, &models[3]);
         }
-        faults.lose_power(&db.parts().0.files(), None).unwrap();
-        drop(db);
-        let db = Db::open(Options::new(dir.path())).unwrap();
-        let state = if db.root() == root_of(&models[3]) {
-            3
-        } else {
-            2
-        };
-        assert_state(&db, &models[state]);
+        power_cycle(db, &faults, None, &models, 3);
     }
 }
 

@@ -46,6 +46,8 @@ fn drop_caches() {
     }
 }
 
+// Ignored because it builds a 2^24-entry store (about 1 GB, minutes) and drops
+// the page cache as root: a measurement for docs/benchmarks.md, run by hand.
 #[test]
 #[ignore = "benchmark: minutes and gigabytes; run by hand (see module doc)"]
 fn random_reads() {
