@@ -24,6 +24,13 @@ pub struct Metrics {
     pub value_cache_misses: u64,
     /// Commits made.
     pub commits: u64,
+    /// Sessions alive now.
+    pub live_sessions: u64,
+    /// Commits whose replaced values are kept in RAM because a live session
+    /// began before them.
+    pub retained_versions: u64,
+    /// Bytes those kept values take (bounded by the oldest live session).
+    pub retained_version_bytes: u64,
     /// Total time updating the trie and building witnesses (zero with metrics off).
     pub commit_trie_ns: u64,
     /// Total time planning the stores' block writes (zero with metrics off).

@@ -13,6 +13,7 @@ mod prefetch;
 mod session;
 #[cfg(test)]
 mod tests;
+mod versions;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub use options::Options;
 pub use session::{CommitOutput, Session};
 
 use metrics::CommitTimers;
+use versions::{Head, Versions};
 
 use crate::commit::{update_trie, Change, Tree};
 use crate::page_store::PageStore;
@@ -60,6 +62,8 @@ pub(crate) struct Shared {
     values: ValueStore,
     pages: PageStore,
     options: Options,
+    /// The head sessions start from, and the old values their snapshots need.
+    versions: Versions,
     /// Held for a whole commit: one writer at a time.
     writer: Mutex<()>,
     timers: CommitTimers,
@@ -84,11 +88,16 @@ impl Db {
         let values = ValueStore::open(&store, seed, options.value_cache_mib << 20)?;
         let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE, seed)?;
         let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
+        let meta = store.meta();
         let shared = Arc::new(Shared {
             store,
             values,
             pages,
             options,
+            versions: Versions::new(Head {
+                seqno: meta.seqno,
+                root: meta.root,
+            }),
             writer: Mutex::new(()),
             timers: CommitTimers::default(),
             prefetch: RwLock::new(Some(keys_tx)),
@@ -100,15 +109,18 @@ impl Db {
         })
     }
 
-    /// The root of the committed trie.
+    /// The root of the committed trie: the newest commit that sessions begin
+    /// on and [`Db::read`] answers from.
     pub fn root(&self) -> Node {
-        self.shared.store.meta().root
+        self.shared.versions.head().root
     }
 
-    /// The committed value of `key`. Safe from any thread, also while a commit
-    /// runs: it sees the state before or after that commit, never a mix.
+    /// The committed value of `key` at [`Db::root`]. Safe from any thread, also
+    /// while a commit runs: it sees the state before or after that commit,
+    /// never a mix. For several reads at one root, use a [`Session`].
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        self.shared.values.get(&self.shared.store, key)
+        let base = self.shared.versions.head().seqno;
+        self.shared.read_at(base, key)
     }
 
     /// A session on the current root. Many may exist; the first to commit wins,
@@ -124,6 +136,7 @@ impl Db {
         let writes = io.counters.writes.load(Ordering::Relaxed);
         let (page_hits, page_misses, pages_prefetched) = s.pages.cache_counts();
         let (value_hits, value_misses) = s.values.cache_counts();
+        let retained = s.versions.retained();
         Metrics {
             reads_issued: io.counters.reads.load(Ordering::Relaxed),
             writes_issued: writes,
@@ -134,6 +147,9 @@ impl Db {
             value_cache_hits: value_hits,
             value_cache_misses: value_misses,
             commits: s.timers.commits.load(Ordering::Relaxed),
+            live_sessions: retained.sessions,
+            retained_versions: retained.versions,
+            retained_version_bytes: retained.bytes,
             commit_trie_ns: s.timers.trie_ns.load(Ordering::Relaxed),
             witness_bytes: s.timers.witness_bytes.load(Ordering::Relaxed),
             commit_plan_ns: s.timers.plan_ns.load(Ordering::Relaxed),
@@ -169,6 +185,14 @@ impl Drop for Db {
 }
 
 impl Shared {
+    /// The value of `key` at commit `base`, which a pin keeps readable.
+    fn read_at(&self, base: u64, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        // The store first: whatever commit it shows, the undo logs of every
+        // commit up to it are installed by then.
+        let current = self.values.get(&self.store, key)?;
+        Ok(self.versions.resolve(base, key, current))
+    }
+
     /// Starts loading what reading or writing the hinted keys will need.
     fn prefetch(&self, hints: Vec<prefetch::Hint>) {
         if let Some(keys) = self.prefetch.read().as_ref() {
@@ -187,7 +211,7 @@ impl Shared {
         prove: bool,
     ) -> Result<CommitOutput, Error> {
         let _writer = self.writer.lock();
-        let prev = self.store.meta();
+        let prev = self.versions.head();
         if prev.seqno != base_seqno {
             return Err(Error::StaleSession);
         }
@@ -229,6 +253,7 @@ impl Shared {
         let started = clock();
         let seqno = prev.seqno + 1;
         let mut value_plan = self.values.plan(&self.store, &writes, seqno)?;
+        let previous = std::mem::take(&mut value_plan.previous);
         let mut page_plan = self.pages.plan(&self.store, trie.pages, seqno)?;
         let mut lengths = [0; crate::store::TARGETS];
         lengths[Target::Pages as usize] = page_plan.length;
@@ -244,8 +269,16 @@ impl Shared {
             writes: block_writes,
             lengths,
         })?;
+        // The root, new sessions' base and the values readers see move as one:
+        // a reader that sees the published values also sees the undo log that
+        // takes a session pinned before back to its base.
+        self.versions.install(seqno, previous);
         self.values.publish(value_plan);
         self.pages.publish(page_plan);
+        self.versions.advance(Head {
+            seqno,
+            root: trie.root,
+        });
         CommitTimers::add(&self.timers.write_ns, started);
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
 

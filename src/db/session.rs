@@ -23,9 +23,14 @@ pub struct CommitOutput {
     pub witness: Witness,
 }
 
-/// One block's worth of work against a fixed root: reads that see the session's
-/// own writes, buffered writes, and hints that start loading what a key's commit
-/// will need. `Send + Sync`: execution threads may share it.
+/// One block's worth of work against a fixed root: a snapshot whose reads see
+/// the state at [`Session::prev_root`] plus the session's own writes, buffered
+/// writes, and hints that start loading what a key's commit will need.
+/// `Send + Sync`: execution threads may share it.
+///
+/// While a session lives, the old values of keys that later commits change are
+/// kept in RAM for it ([`crate::Metrics::retained_version_bytes`]); drop
+/// sessions that are done.
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -55,11 +60,11 @@ const HINT_BATCH: usize = 32;
 
 impl Session {
     pub(super) fn new(shared: Arc<Shared>) -> Session {
-        let meta = shared.store.meta();
+        let base = shared.versions.pin();
         Session {
             shared,
-            base_seqno: meta.seqno,
-            prev_root: meta.root,
+            base_seqno: base.seqno,
+            prev_root: base.root,
             writes: Mutex::new(BTreeMap::new()),
             reads: Mutex::new(Vec::new()),
             hints: Mutex::new(Vec::new()),
@@ -89,8 +94,9 @@ impl Session {
         self.hint(key, true, true);
     }
 
-    /// The value of `key`: the session's own write if it made one, else the
-    /// committed value. The key's proof goes into the witness.
+    /// The value of `key`: the session's own write if it made one, else its
+    /// value at [`Session::prev_root`], whatever commits land meanwhile. The
+    /// key's proof goes into the witness.
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         if let Some(written) = self.writes.lock().get(key) {
             return Ok(written.clone());
@@ -98,7 +104,7 @@ impl Session {
         self.reads.lock().push(*key);
         // The pages, for the commit; the bucket is read right here.
         self.hint(key, false, false);
-        self.shared.values.get(&self.shared.store, key)
+        self.shared.read_at(self.base_seqno, key)
     }
 
     /// Sets `key` to `value` (`None` deletes) when the session commits; a later
@@ -115,19 +121,31 @@ impl Session {
     /// session began (nothing is written), and with [`Error::ValueTooLarge`] for
     /// a value over [`crate::MAX_VALUE_LEN`] bytes.
     pub fn commit_and_prove(self) -> Result<CommitOutput, Error> {
-        let writes = self.writes.into_inner().into_iter().collect();
-        let reads = self.reads.into_inner();
+        let (writes, reads) = self.take();
         self.shared.commit(self.base_seqno, writes, reads, true)
     }
 
     /// Commits like [`Session::commit_and_prove`], without building a witness;
     /// returns the new root.
     pub fn commit(self) -> Result<Node, Error> {
-        let writes = self.writes.into_inner().into_iter().collect();
-        let reads = self.reads.into_inner();
+        let (writes, reads) = self.take();
         Ok(self
             .shared
             .commit(self.base_seqno, writes, reads, false)?
             .root)
+    }
+
+    /// The writes, sorted by key, and the keys read.
+    fn take(&self) -> (Vec<(KeyPath, Option<Vec<u8>>)>, Vec<KeyPath>) {
+        let writes = std::mem::take(&mut *self.writes.lock());
+        let reads = std::mem::take(&mut *self.reads.lock());
+        (writes.into_iter().collect(), reads)
+    }
+}
+
+impl Drop for Session {
+    /// Releases the session's snapshot: the old values only it needed go.
+    fn drop(&mut self) {
+        self.shared.versions.unpin(self.base_seqno);
     }
 }

@@ -80,6 +80,12 @@ pub(crate) struct ValuePlan {
     old: Vec<(u32, Arc<BlockBuf>)>,
     /// The buckets this plan writes, for the cache at publish.
     new: Vec<(u32, Option<Arc<BlockBuf>>)>,
+    /// Each changed key's value before the commit, in key order: what sessions
+    /// pinned to older commits read.
+    pub(crate) previous: Vec<(KeyPath, Option<Vec<u8>>)>,
+    /// Changed keys whose previous value is in overflow space: (index into
+    /// `previous`, length, hash, start), read before the plan returns.
+    previous_overflow: Vec<(usize, u32, ValueHash, u64)>,
 }
 
 /// Keys and values on disk, with the RAM directory.
@@ -354,6 +360,8 @@ impl ValueStore {
             released: Vec::new(),
             old: Vec::new(),
             new: Vec::new(),
+            previous: Vec::with_capacity(changes.len()),
+            previous_overflow: Vec::new(),
         };
         // Every bucket with changes, read at once.
         let mut touched: Vec<u32> = changes
@@ -412,6 +420,10 @@ impl ValueStore {
         }
         plan.flush(&mut run, store, &state.dir, seqno, None)?;
         plan.overflow_len = plan.extents.len;
+        // Space is released only at publish, so these still hold the old values.
+        for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
+            plan.previous[i].1 = Some(overflow::read(store, len, &hash, start)?);
+        }
         drop(state);
         // From here until publish, readers take these buckets from RAM.
         let mut state = self.state.write();
@@ -460,12 +472,18 @@ impl ValuePlan {
             while let Some(e) = old.next_if(|e| e.key < *key) {
                 out.push(e);
             }
-            if let Some(replaced) = old.next_if(|e| e.key == *key) {
-                if let Stored::Overflow { len, start, .. } = replaced.stored {
+            let previous = match old.next_if(|e| e.key == *key).map(|e| e.stored) {
+                None => None,
+                Some(Stored::Inline(v)) => Some(v),
+                Some(Stored::Overflow { len, hash, start }) => {
                     self.released
                         .push((start, overflow::blocks_for(len as usize)));
+                    self.previous_overflow
+                        .push((self.previous.len(), len, hash, start));
+                    None
                 }
-            }
+            };
+            self.previous.push((*key, previous));
             let Some(value) = value else { continue };
             let stored = if value.len() <= INLINE_MAX {
                 Stored::Inline(value.clone())

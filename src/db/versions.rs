@@ -1,0 +1,209 @@
+//! Snapshots: the committed head, the live sessions' bases, and the old values
+//! those sessions still need.
+//!
+//! The stores hold one state, the newest published one. A session pinned to an
+//! older commit reads the store and then the undo logs of the commits after its
+//! base: log `s` holds, for each key commit `s` wrote, its value before `s`. The
+//! first log after the base that names the key has the base's value; if none
+//! does, the key has not changed since the base and the store's value is it.
+//!
+//! A log is installed before its commit publishes, so a reader that sees the
+//! new store state also sees the log; the head (root and base of new sessions)
+//! moves after the publish. A log is dropped once no live session's base is
+//! older than its commit, so the RAM held is bounded by the oldest session.
+//!
+//! Owns the head and the sessions' pins. Knows nothing of blocks or the trie:
+//! it sees keys and values only.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use parking_lot::RwLock;
+
+use crate::trie::{KeyPath, Node};
+
+/// The newest commit readers can see: where new sessions start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub(crate) seqno: u64,
+    pub(crate) root: Node,
+}
+
+/// Values before one commit: `(key, value before)` for each key it wrote,
+/// sorted by key.
+pub(crate) type Before = Vec<(KeyPath, Option<Vec<u8>>)>;
+
+struct UndoLog {
+    seqno: u64,
+    before: Before,
+    bytes: usize,
+}
+
+struct State {
+    head: Head,
+    /// Live pins by base seqno, with their counts.
+    pins: BTreeMap<u64, usize>,
+    /// Oldest first; every log's commit is newer than the oldest pin's base.
+    logs: VecDeque<UndoLog>,
+    bytes: usize,
+}
+
+/// How much the snapshots hold, for [`crate::Metrics`].
+pub(crate) struct Retained {
+    pub(crate) sessions: u64,
+    pub(crate) versions: u64,
+    pub(crate) bytes: u64,
+}
+
+pub(crate) struct Versions {
+    state: RwLock<State>,
+}
+
+impl Versions {
+    pub(crate) fn new(head: Head) -> Versions {
+        Versions {
+            state: RwLock::new(State {
+                head,
+                pins: BTreeMap::new(),
+                logs: VecDeque::new(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    pub(crate) fn head(&self) -> Head {
+        self.state.read().head
+    }
+
+    /// Pins the head: the values at it stay readable until [`Versions::unpin`].
+    pub(crate) fn pin(&self) -> Head {
+        let mut state = self.state.write();
+        let head = state.head;
+        *state.pins.entry(head.seqno).or_insert(0) += 1;
+        head
+    }
+
+    pub(crate) fn unpin(&self, base: u64) {
+        let mut state = self.state.write();
+        if let Some(count) = state.pins.get_mut(&base) {
+            *count -= 1;
+            if *count == 0 {
+                state.pins.remove(&base);
+            }
+        }
+        state.prune();
+    }
+
+    /// Records the values commit `seqno` replaces. Call before the stores
+    /// publish it.
+    pub(crate) fn install(&self, seqno: u64, before: Before) {
+        let bytes = before
+            .iter()
+            .map(|(_, v)| size_of::<(KeyPath, Option<Vec<u8>>)>() + v.as_ref().map_or(0, Vec::len))
+            .sum();
+        let mut state = self.state.write();
+        state.bytes += bytes;
+        state.logs.push_back(UndoLog {
+            seqno,
+            before,
+            bytes,
+        });
+    }
+
+    /// Makes `head` the state new sessions start from. Call after the stores
+    /// publish it.
+    pub(crate) fn advance(&self, head: Head) {
+        let mut state = self.state.write();
+        state.head = head;
+        state.prune();
+    }
+
+    /// The value of `key` at commit `base`, given `current`, its value read
+    /// from the store just before (at `base` or any later commit).
+    pub(crate) fn resolve(
+        &self,
+        base: u64,
+        key: &KeyPath,
+        current: Option<Vec<u8>>,
+    ) -> Option<Vec<u8>> {
+        let state = self.state.read();
+        for log in state.logs.iter().filter(|log| log.seqno > base) {
+            if let Ok(i) = log.before.binary_search_by(|(k, _)| k.cmp(key)) {
+                return log.before[i].1.clone();
+            }
+        }
+        current
+    }
+
+    pub(crate) fn retained(&self) -> Retained {
+        let state = self.state.read();
+        Retained {
+            sessions: state.pins.values().sum::<usize>() as u64,
+            versions: state.logs.len() as u64,
+            bytes: state.bytes as u64,
+        }
+    }
+}
+
+impl State {
+    /// Drops the logs no pin needs: those of commits at or before both the
+    /// oldest pin's base and the head (a log past the head is being published).
+    fn prune(&mut self) {
+        let oldest = self.pins.keys().next().copied().unwrap_or(u64::MAX);
+        let keep_after = oldest.min(self.head.seqno);
+        while self.logs.front().is_some_and(|log| log.seqno <= keep_after) {
+            if let Some(log) = self.logs.pop_front() {
+                self.bytes -= log.bytes;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u8) -> KeyPath {
+        [i; 32]
+    }
+
+    fn head(seqno: u64) -> Head {
+        Head {
+            seqno,
+            root: [seqno as u8; 32],
+        }
+    }
+
+    #[test]
+    fn a_pinned_base_reads_its_values_until_unpinned() {
+        let v = Versions::new(head(0));
+        let base = v.pin();
+        assert_eq!(base, head(0));
+        v.install(1, vec![(key(1), None), (key(2), Some(vec![2]))]);
+        // Before and after the publish: the store may show commit 0 or 1.
+        assert_eq!(v.resolve(0, &key(1), Some(vec![9])), None);
+        v.advance(head(1));
+        v.install(2, vec![(key(1), Some(vec![10])), (key(3), Some(vec![3]))]);
+        v.advance(head(2));
+        assert_eq!(v.resolve(0, &key(1), Some(vec![11])), None);
+        assert_eq!(v.resolve(0, &key(2), None), Some(vec![2]));
+        assert_eq!(v.resolve(0, &key(3), Some(vec![30])), Some(vec![3]));
+        assert_eq!(v.resolve(1, &key(1), Some(vec![11])), Some(vec![10]));
+        assert_eq!(v.resolve(0, &key(4), Some(vec![4])), Some(vec![4]));
+        assert_eq!(v.retained().versions, 2);
+        v.unpin(base.seqno);
+        let r = v.retained();
+        assert_eq!((r.sessions, r.versions, r.bytes), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_log_being_published_is_kept_without_pins() {
+        let v = Versions::new(head(4));
+        v.install(5, vec![(key(1), Some(vec![1]))]);
+        let base = v.pin();
+        v.unpin(base.seqno);
+        // The head is still 4: a session may yet begin there.
+        assert_eq!(v.retained().versions, 1);
+        v.advance(head(5));
+        assert_eq!(v.retained().versions, 0);
+    }
+}
