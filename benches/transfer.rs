@@ -1,4 +1,4 @@
-//! `cargo bench --bench transfer`: the transfer workload (DESIGN.md section 9),
+//! `cargo bench --bench transfer`: the transfer workload (docs/design.md section 9),
 //! one criterion sample per workload of 25,000 transfers with `commit_and_prove`.
 //!
 //! `PAGETRIE_BENCH_ACCOUNTS_LOG2` sets the size (default 20) and

@@ -1,4 +1,4 @@
-//! Every case of shared/vectors/roots.json replayed as commits through the public
+//! Every case of tests/data/roots.json replayed as commits through the public
 //! API: 1 and 4 commit workers, both I/O engines, and again after reopening.
 
 mod common;
@@ -6,7 +6,7 @@ mod common;
 use common::{key_from_hex, unhex};
 use pagetrie::{Db, IoBackend, Options};
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/roots.json");
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/roots.json");
 
 fn cases() -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(VECTORS)

@@ -1,4 +1,4 @@
-//! Every reference root of shared/vectors/roots.json (computed by NOMT) must match.
+//! Every reference root of tests/data/roots.json (computed by NOMT) must match.
 
 mod common;
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use common::{hex, key_from_hex, naive_root, unhex};
 use pagetrie::trie::{compute_root, hash_value};
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/roots.json");
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/roots.json");
 
 #[test]
 fn reference_roots_match() {

@@ -1,4 +1,4 @@
-//! The user's yardstick (DESIGN.md section 9): blocks of account transfers, each
+//! The user's yardstick (docs/design.md section 9): blocks of account transfers, each
 //! committed with a witness, on a database of `2^n` accounts built by bulk import.
 //!
 //! ```sh

@@ -1,4 +1,4 @@
-//! The transfer workload of DESIGN.md section 9, shared by `examples/transfer`
+//! The transfer workload of docs/design.md section 9, shared by `examples/transfer`
 //! and `benches/transfer.rs`.
 //!
 //! Accounts `0..2^n` have key `blake3(id as u64 big-endian)` and an 8-byte

@@ -12,7 +12,7 @@ use crate::value_store::ValueStore;
 use crate::Error;
 
 /// A subtree with fewer leaves than this is not stored as a page: it is rebuilt
-/// from the value store (one bucket read) when needed. DESIGN.md section 4.
+/// from the value store (one bucket read) when needed. docs/design.md section 2.
 pub(crate) const STORE_MIN_LEAVES: u64 = 20;
 
 /// A key and its new value hash; `None` deletes.

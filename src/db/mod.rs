@@ -1,4 +1,4 @@
-//! The public API (DESIGN.md section 7): [`Db`], [`Session`], their options,
+//! The public API (docs/design.md section 7): [`Db`], [`Session`], their options,
 //! metrics and commit output.
 //!
 //! Owns the order of a commit: check the session is current, update the trie

@@ -1,4 +1,4 @@
-//! The page store (DESIGN.md section 4): trie pages by page id in the `pages`
+//! The page store (docs/design.md section 4): trie pages by page id in the `pages`
 //! file, which grows by appending and reuses the slots of deleted pages.
 //!
 //! RAM holds a slot index of a few bytes per page, so a lookup costs at most one

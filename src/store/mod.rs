@@ -1,5 +1,5 @@
 //! The storage engine's core: the database directory, its files, and the atomic
-//! commit of a batch of block writes (DESIGN.md section 5).
+//! commit of a batch of block writes (docs/design.md section 5).
 //!
 //! A commit writes every changed block to the WAL and syncs it, writes the meta
 //! slot for the new sequence number and syncs it, then writes the blocks in place

@@ -1,4 +1,4 @@
-//! The binary merkle trie (DESIGN.md sections 1 and 2): node hashing, the canonical
+//! The binary merkle trie (docs/design.md sections 1 and 2): node hashing, the canonical
 //! builder, proofs and the page layout.
 //!
 //! Owns what the trie *is*: pure functions over nodes, entries and page bytes. It

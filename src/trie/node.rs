@@ -1,4 +1,4 @@
-//! Node kinds, their hashes, and key-path bit access (DESIGN.md section 1).
+//! Node kinds, their hashes, and key-path bit access (docs/design.md section 1).
 
 /// A 32-byte key path. Callers hash their own keys; bit 0 is the most significant
 /// bit of byte 0 and picks the child at depth 0.

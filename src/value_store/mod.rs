@@ -1,4 +1,4 @@
-//! The value store (DESIGN.md section 3): every key's value in the `buckets` file,
+//! The value store (docs/design.md section 3): every key's value in the `buckets` file,
 //! 4 KiB buckets of entries sorted by key, each bucket one contiguous key range.
 //!
 //! A RAM directory finds a key's bucket with no I/O and a fingerprint summary says

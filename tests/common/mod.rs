@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 pub type Key = [u8; 32];
 
-/// The trie root by DESIGN.md section 1 read literally: split by bit, recurse,
+/// The trie root by docs/design.md section 1 read literally: split by bit, recurse,
 /// no shortcuts, no sharing of code with the crate.
 pub fn naive_root(model: &BTreeMap<Key, Vec<u8>>) -> [u8; 32] {
     let items: Vec<(Key, [u8; 32])> = model
