@@ -37,9 +37,20 @@ pub enum Error {
     /// An earlier write failed; the database refuses all operations until reopened,
     /// and reopening yields its last durable state.
     Poisoned,
-    /// An I/O error; the database keeps its last durable state.
+    /// An I/O error. From a commit: the commit was not applied, and reopening
+    /// finds the state before it.
     #[cfg(feature = "std")]
     Io(std::io::Error),
+    /// A commit failed after it became durable (the inner error says how):
+    /// reopening finds it applied. The handle is poisoned.
+    #[cfg(feature = "std")]
+    CommitDurable(alloc::boxed::Box<Error>),
+    /// A commit's log write failed, and erasing the log failed too: reopening
+    /// finds either the state before the commit or after it (compare
+    /// [`crate::Db::root`]). The handle is poisoned. Needs two failures of the
+    /// disk in a row; a full disk alone never causes it.
+    #[cfg(feature = "std")]
+    CommitInDoubt(alloc::boxed::Box<Error>),
 }
 
 #[cfg(feature = "std")]
@@ -75,11 +86,30 @@ impl fmt::Display for Error {
             Error::Poisoned => f.write_str("a write failed earlier; reopen the database"),
             #[cfg(feature = "std")]
             Error::Io(e) => write!(f, "I/O error: {e}"),
+            #[cfg(feature = "std")]
+            Error::CommitDurable(e) => {
+                write!(f, "the commit is durable, but then failed ({e}); reopen")
+            }
+            #[cfg(feature = "std")]
+            Error::CommitInDoubt(e) => write!(
+                f,
+                "the commit failed ({e}) and could not be undone: reopen to learn if it was applied"
+            ),
         }
     }
 }
 
-impl core::error::Error for Error {}
+impl core::error::Error for Error {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            #[cfg(feature = "std")]
+            Error::Io(e) => Some(e),
+            #[cfg(feature = "std")]
+            Error::CommitDurable(e) | Error::CommitInDoubt(e) => Some(&**e),
+            _ => None,
+        }
+    }
+}
 
 struct Hex<'a>(&'a [u8]);
 

@@ -30,6 +30,9 @@ pub use session::{CommitOutput, Session};
 use metrics::CommitTimers;
 use versions::{Head, Versions};
 
+/// Keys with a value each (`None`: absent or deleted), sorted by key.
+pub(crate) type KeyedValues = Vec<(KeyPath, Option<Vec<u8>>)>;
+
 use crate::commit::{update_trie, Change, Tree};
 use crate::page_store::PageStore;
 use crate::store::{Batch, Store, StoreConfig, Target};
@@ -206,7 +209,7 @@ impl Shared {
     fn commit(
         &self,
         base_seqno: u64,
-        writes: Vec<(KeyPath, Option<Vec<u8>>)>,
+        writes: KeyedValues,
         mut reads: Vec<KeyPath>,
         prove: bool,
     ) -> Result<CommitOutput, Error> {
@@ -254,7 +257,13 @@ impl Shared {
         let seqno = prev.seqno + 1;
         let mut value_plan = self.values.plan(&self.store, &writes, seqno)?;
         let previous = std::mem::take(&mut value_plan.previous);
-        let mut page_plan = self.pages.plan(&self.store, trie.pages, seqno)?;
+        let mut page_plan = match self.pages.plan(&self.store, trie.pages, seqno) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.values.abandon(value_plan);
+                return Err(e);
+            }
+        };
         let mut lengths = [0; crate::store::TARGETS];
         lengths[Target::Pages as usize] = page_plan.length;
         lengths[Target::Buckets as usize] = value_plan.buckets_len;
@@ -264,11 +273,16 @@ impl Shared {
         CommitTimers::add(&self.timers.plan_ns, started);
 
         let started = clock();
-        self.store.commit(Batch {
+        let committed = self.store.commit(Batch {
             root: trie.root,
             writes: block_writes,
             lengths,
-        })?;
+        });
+        if let Err(e) = committed {
+            self.values.abandon(value_plan);
+            self.pages.abandon(page_plan);
+            return Err(e);
+        }
         // The root, new sessions' base and the values readers see move as one:
         // a reader that sees the published values also sees the undo log that
         // takes a session pinned before back to its base.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::prefetch::Hint;
-use super::Shared;
+use super::{KeyedValues, Shared};
 use crate::trie::proof::Witness;
 use crate::trie::{KeyPath, Node};
 use crate::Error;
@@ -136,7 +136,7 @@ impl Session {
     }
 
     /// The writes, sorted by key, and the keys read.
-    fn take(&self) -> (Vec<(KeyPath, Option<Vec<u8>>)>, Vec<KeyPath>) {
+    fn take(&self) -> (KeyedValues, Vec<KeyPath>) {
         let writes = std::mem::take(&mut *self.writes.lock());
         let reads = std::mem::take(&mut *self.reads.lock());
         (writes.into_iter().collect(), reads)

@@ -109,16 +109,55 @@ fn a_failed_commit_leaves_the_last_durable_state_after_power_loss() {
         }
         faults.short_writes.store(short, Ordering::SeqCst);
         faults.writes_left.store(fail_at, Ordering::SeqCst);
-        if commit(&db, 4).is_ok() {
+        let Some(durable) = fail_commit_4(&db) else {
             // The fault came after the whole commit: every write point was tried.
             assert!(fail_at > 10, "only {fail_at} write points tried");
             break;
-        }
-        assert!(matches!(commit(&db, 4), Err(Error::Poisoned)));
-        assert!(matches!(db.read(&[0xee; 32]), Err(Error::Poisoned)));
+        };
         let (db, state) = power_cycle(db, &faults, seed, &models, 4);
+        assert_eq!(state == 4, durable, "fail_at {fail_at}: the error misled");
         commit(&db, state as u64 + 1).unwrap();
         assert_state(&db, &models[state + 1]);
+    }
+}
+
+/// Commits block 4 expecting a fault: `None` if it succeeded, else whether the
+/// error says the commit is durable. The handle must then refuse everything.
+fn fail_commit_4(db: &Db) -> Option<bool> {
+    let durable = match commit(db, 4) {
+        Ok(_) => return None,
+        Err(Error::CommitDurable(_)) => true,
+        Err(Error::CommitInDoubt(e)) => panic!("one fault left doubt: {e}"),
+        Err(_) => false,
+    };
+    assert!(matches!(commit(db, 4), Err(Error::Poisoned)));
+    assert!(matches!(db.read(&[0xee; 32]), Err(Error::Poisoned)));
+    Some(durable)
+}
+
+#[test]
+fn an_error_from_a_failed_sync_says_whether_the_commit_is_durable() {
+    let models = models(5);
+    for fail_at in 0.. {
+        let seed = (fail_at % 2 == 1).then_some(fail_at * 13 + 5);
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::none());
+        let mut options = Options::new(dir.path());
+        options.faults = Some(faults.clone());
+        let db = Db::open(options).unwrap();
+        for n in 1..=3 {
+            commit(&db, n).unwrap();
+        }
+        faults.sync_fails_after.store(fail_at, Ordering::SeqCst);
+        let Some(durable) = fail_commit_4(&db) else {
+            assert!(fail_at >= 3, "only {fail_at} sync points tried");
+            break;
+        };
+        // Only the log's sync comes before the commit point.
+        assert_eq!(durable, fail_at > 0);
+        let (db, state) = power_cycle(db, &faults, seed, &models, 4);
+        assert_eq!(state == 4, durable, "fail_at {fail_at}: the error misled");
+        commit(&db, state as u64 + 1).unwrap();
     }
 }
 

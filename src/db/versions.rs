@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use parking_lot::RwLock;
 
+use super::KeyedValues;
 use crate::trie::{KeyPath, Node};
 
 /// The newest commit readers can see: where new sessions start.
@@ -28,13 +29,10 @@ pub(crate) struct Head {
     pub(crate) root: Node,
 }
 
-/// Values before one commit: `(key, value before)` for each key it wrote,
-/// sorted by key.
-pub(crate) type Before = Vec<(KeyPath, Option<Vec<u8>>)>;
-
 struct UndoLog {
     seqno: u64,
-    before: Before,
+    /// Each key commit `seqno` wrote, with its value before.
+    before: KeyedValues,
     bytes: usize,
 }
 
@@ -95,7 +93,7 @@ impl Versions {
 
     /// Records the values commit `seqno` replaces. Call before the stores
     /// publish it.
-    pub(crate) fn install(&self, seqno: u64, before: Before) {
+    pub(crate) fn install(&self, seqno: u64, before: KeyedValues) {
         let bytes = before
             .iter()
             .map(|(_, v)| size_of::<(KeyPath, Option<Vec<u8>>)>() + v.as_ref().map_or(0, Vec::len))

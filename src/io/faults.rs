@@ -18,6 +18,9 @@ pub(crate) struct Faults {
     /// A failing write first writes half its block (a torn write).
     pub(crate) short_writes: AtomicBool,
     pub(crate) fail_syncs: AtomicBool,
+    /// Syncs that still succeed; the next one fails, and those after it
+    /// succeed again (u64::MAX: never).
+    pub(crate) sync_fails_after: AtomicU64,
     pub(crate) fail_reads: AtomicBool,
     unsynced: Mutex<Unsynced>,
 }
@@ -40,6 +43,7 @@ impl Faults {
     pub(crate) fn none() -> Faults {
         let f = Faults::default();
         f.writes_left.store(u64::MAX, Ordering::SeqCst);
+        f.sync_fails_after.store(u64::MAX, Ordering::SeqCst);
         f
     }
 
@@ -51,6 +55,14 @@ impl Faults {
     }
 
     pub(crate) fn before_sync(&self) -> io::Result<()> {
+        let left = self.sync_fails_after.load(Ordering::SeqCst);
+        if left != u64::MAX {
+            self.sync_fails_after
+                .store(left.checked_sub(1).unwrap_or(u64::MAX), Ordering::SeqCst);
+            if left == 0 {
+                return Err(injected());
+            }
+        }
         if self.fail_syncs.load(Ordering::SeqCst) {
             return Err(injected());
         }

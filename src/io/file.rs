@@ -112,6 +112,44 @@ impl DataFile {
         Ok(())
     }
 
+    /// Allocates disk space for the file's first `blocks` blocks, extending it
+    /// if shorter, so that writing them cannot fail for want of space.
+    pub(crate) fn reserve(&self, blocks: u64) -> io::Result<()> {
+        let len = blocks * BLOCK_SIZE as u64;
+        if self.file.metadata()?.len() >= len {
+            return Ok(());
+        }
+        let Ok(len) = i64::try_from(len) else {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        // SAFETY: fallocate reads no memory of ours; the descriptor is open
+        // for as long as `self.file` lives.
+        let rc = unsafe { libc::fallocate(self.fd(), 0, 0, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            // A filesystem without fallocate: extend it sparse, as writes would.
+            Some(libc::EOPNOTSUPP) => self.file.set_len(len as u64),
+            _ => Err(e),
+        }
+    }
+
+    /// Cuts the file to nothing and makes that durable: a log erased this way
+    /// is never replayed.
+    pub(crate) fn erase(&self) -> io::Result<()> {
+        self.file.set_len(0)?;
+        #[cfg(test)]
+        if let Some(f) = &self.faults {
+            f.before_sync()?;
+            self.file.sync_all()?;
+            f.synced(self.fd());
+            return Ok(());
+        }
+        self.file.sync_all()
+    }
+
     /// Unchecked raw access for the fault injector, which must bypass itself.
     #[cfg(test)]
     pub(crate) fn raw(&self) -> &File {

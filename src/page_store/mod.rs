@@ -282,6 +282,13 @@ impl PageStore {
         Ok(plan)
     }
 
+    /// Drops a plan that will not be committed: readers stop taking the
+    /// blocks it would have overwritten from RAM.
+    pub(crate) fn abandon(&self, plan: PagePlan) {
+        drop(plan);
+        self.slots.write().overlay.clear();
+    }
+
     /// Makes a committed plan visible.
     pub(crate) fn publish(&self, plan: PagePlan) {
         let mut slots = self.slots.write();

@@ -231,9 +231,11 @@ impl Store {
         }))?)
     }
 
-    /// Makes `batch` the next durable commit: on `Ok` it survives any crash; on
-    /// `Err` the store is poisoned, and reopening yields either the state before
-    /// the batch or the state after it.
+    /// Makes `batch` the next durable commit: on `Ok` it survives any crash.
+    /// On `Err` the store is poisoned (unless the batch was refused before
+    /// anything was written), and reopening yields the state before the batch;
+    /// except for [`Error::CommitDurable`] (the state after it) and
+    /// [`Error::CommitInDoubt`] (either).
     pub(crate) fn commit(&self, batch: Batch) -> Result<Meta, Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
@@ -283,32 +285,33 @@ impl Store {
         let headers = log.len() - places.len();
         let wal = &self.wals[meta.slot() as usize];
 
-        // 1. The log, synced: from here on recovery can finish the commit. The
-        // file held the log of commit n - 1, obsolete since commit n is durable:
-        // if it is far longer than this log, cut it, or one large commit (an
-        // import's) would leave it large forever. Only then: writing past the
-        // end of a file takes ext4's slow path, so a log of a usual size should
-        // overwrite. A lost cut leaves stale blocks past the log's end, which
-        // its header excludes.
-        let needed = log.len() as u64;
-        if wal.blocks()? > 2 * needed + WAL_SLACK_BLOCKS {
-            wal.shrink_to(needed)?;
+        // 0. Room for the in-place writes, before anything is written: a full
+        // disk fails here and leaves the commit undone.
+        for t in Target::ALL {
+            self.targets[t as usize].reserve(meta.lengths[t as usize])?;
         }
-        let mut returned = self.io.run_all(
-            log.into_iter()
-                .enumerate()
-                .map(|(i, b)| (wal.clone(), Op::Write, (i * BLOCK_SIZE) as u64, b)),
-        )?;
-        wal.sync()?;
 
-        // 2. The meta record: from here on the commit is durable.
-        write_meta(&self.io, &self.meta_file, &meta)?;
+        // 1. The log, synced: the commit point, since recovery rolls forward
+        // to any whole log. If it fails, the log is erased so that the error
+        // means "not committed"; only if that fails too is the outcome open.
+        let mut returned = match write_log(&self.io, wal, log) {
+            Ok(returned) => returned,
+            Err(e) => {
+                return Err(match wal.erase() {
+                    Ok(()) => e,
+                    Err(_) => Error::CommitInDoubt(Box::new(e)),
+                })
+            }
+        };
+
+        // 2. The meta record, then 3. in place, reusing the blocks the log
+        // write handed back; synced before the next commit may overwrite the
+        // log. A failure here leaves a durable commit that reopening finishes.
+        let durable = |e: Error| Error::CommitDurable(Box::new(e));
+        write_meta(&self.io, &self.meta_file, &meta).map_err(durable)?;
         *self.durable.write() = meta;
-
-        // 3. In place, reusing the blocks the log write handed back; synced before
-        // the next commit may overwrite the log.
         let blocks = returned.split_off(headers);
-        apply(&self.io, &self.targets, &places, blocks)?;
+        apply(&self.io, &self.targets, &places, blocks).map_err(durable)?;
         Ok(meta)
     }
 
@@ -347,6 +350,27 @@ fn validate(batch: &Batch) -> Result<(), Error> {
         return Err(Error::Corrupt("commit writes past the lengths it declares"));
     }
     Ok(())
+}
+
+/// Writes `log` to the start of `wal` and syncs it; returns the blocks.
+///
+/// The file held the log of commit n - 1, obsolete since commit n is durable:
+/// if it is far longer than this log, it is cut first, or one large commit (an
+/// import's) would leave it large forever. Only then: writing past the end of
+/// a file takes ext4's slow path, so a log of a usual size overwrites. A lost
+/// cut leaves stale blocks past the log's end, which its header excludes.
+fn write_log(io: &Io, wal: &Arc<DataFile>, log: Vec<BlockBuf>) -> Result<Vec<BlockBuf>, Error> {
+    let needed = log.len() as u64;
+    if wal.blocks()? > 2 * needed + WAL_SLACK_BLOCKS {
+        wal.shrink_to(needed)?;
+    }
+    let returned = io.run_all(
+        log.into_iter()
+            .enumerate()
+            .map(|(i, b)| (wal.clone(), Op::Write, (i * BLOCK_SIZE) as u64, b)),
+    )?;
+    wal.sync()?;
+    Ok(returned)
 }
 
 /// Writes `meta` to its slot and syncs it.

@@ -216,10 +216,13 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
                 }
                 faults.short_writes.store(short, Ordering::SeqCst);
                 faults.writes_left.store(fail_at, Ordering::SeqCst);
-                assert!(
-                    store.commit(batch(4)).is_err(),
-                    "fault at write {fail_at} unnoticed"
-                );
+                let error = store.commit(batch(4)).err();
+                let durable = match error {
+                    None => panic!("fault at write {fail_at} unnoticed"),
+                    Some(Error::CommitDurable(_)) => true,
+                    Some(Error::CommitInDoubt(_)) => panic!("a failed write is not in doubt"),
+                    Some(_) => false,
+                };
                 assert!(matches!(store.commit(batch(4)), Err(Error::Poisoned)));
                 assert!(matches!(store.read(Target::Pages, 0), Err(Error::Poisoned)));
                 let files: Vec<_> = store
@@ -234,12 +237,14 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
                 drop(store);
                 let reopened = open(dir.path());
                 let s = reopened.meta().seqno;
-                // Durable exactly when the whole log was written and synced.
+                // Durable exactly when the whole log was written and synced,
+                // and the error says so.
                 let expected = if fail_at < WRITES_BEFORE_DURABLE {
                     3
                 } else {
                     4
                 };
+                assert_eq!(durable, expected == 4, "fail_at {fail_at}");
                 assert_eq!(
                     s, expected,
                     "fail_at {fail_at} short {short} seed {power_loss_seed:?}"
@@ -271,11 +276,57 @@ fn failed_syncs_and_reads_are_errors() {
     assert!(store.read(Target::Pages, 1).is_err());
     faults.fail_reads.store(false, Ordering::SeqCst);
     faults.fail_syncs.store(true, Ordering::SeqCst);
-    assert!(store.commit(batch(2)).is_err());
+    // The log's sync failed, and so did the sync of its erasure: either state
+    // may be found, and the error says so.
+    assert!(matches!(
+        store.commit(batch(2)),
+        Err(Error::CommitInDoubt(_))
+    ));
     assert!(matches!(store.commit(batch(2)), Err(Error::Poisoned)));
     drop(store);
-    // The WAL sync failed, but the log is whole: recovery finishes the commit.
-    assert_state(&open(dir.path()), 2);
+    let reopened = open(dir.path());
+    let s = reopened.meta().seqno;
+    assert!(s == 1 || s == 2);
+    assert_state(&reopened, s);
+}
+
+/// Syncs of one commit in the model: the log, the meta record, three targets.
+const SYNCS_PER_COMMIT: u64 = 5;
+
+#[test]
+fn an_error_from_a_commit_says_whether_reopening_finds_it() {
+    for fail_at in 0..=SYNCS_PER_COMMIT {
+        for power_loss_seed in [None, Some(fail_at * 17 + 3)] {
+            let dir = tempfile::tempdir().unwrap();
+            let faults = Arc::new(Faults::none());
+            let config = StoreConfig {
+                faults: Some(faults.clone()),
+                ..StoreConfig::default()
+            };
+            let store = Store::open(dir.path(), config).unwrap();
+            for k in 1..=3 {
+                store.commit(batch(k)).unwrap();
+            }
+            faults.sync_fails_after.store(fail_at, Ordering::SeqCst);
+            let expected = match store.commit(batch(4)) {
+                Ok(_) => {
+                    assert_eq!(fail_at, SYNCS_PER_COMMIT, "a failed sync unnoticed");
+                    4
+                }
+                Err(Error::CommitDurable(_)) => 4,
+                Err(Error::CommitInDoubt(e)) => panic!("one failed sync left doubt: {e}"),
+                Err(_) => 3,
+            };
+            // Only the log's own sync comes before the commit point.
+            assert_eq!(expected == 3, fail_at == 0, "fail_at {fail_at}");
+            faults.lose_power(&store.files(), power_loss_seed).unwrap();
+            drop(store);
+            let reopened = open(dir.path());
+            assert_state(&reopened, expected);
+            reopened.commit(batch(expected + 1)).unwrap();
+            assert_state(&reopened, expected + 1);
+        }
+    }
 }
 
 /// Overwrites slot `slot` of the meta record of the database in `dir`.

@@ -433,6 +433,13 @@ impl ValueStore {
         Ok(plan)
     }
 
+    /// Drops a plan that will not be committed: readers stop taking the
+    /// buckets it would have overwritten from RAM.
+    pub(crate) fn abandon(&self, plan: ValuePlan) {
+        drop(plan);
+        self.state.write().overlay.clear();
+    }
+
     /// Makes a committed plan visible.
     pub(crate) fn publish(&self, plan: ValuePlan) {
         let mut state = self.state.write();
