@@ -27,7 +27,9 @@ fn internal_nodes(keys: &[(KeyPath, ValueHash)], depth: usize) -> u64 {
     if keys.len() <= 1 {
         return 0;
     }
-    let split = keys.partition_point(|(k, _)| !bit(k, depth));
+    // Distinct keys part above depth 256.
+    let depth_u8 = u8::try_from(depth).expect("distinct keys");
+    let split = keys.partition_point(|(k, _)| !bit(k, depth_u8));
     1 + internal_nodes(&keys[..split], depth + 1) + internal_nodes(&keys[split..], depth + 1)
 }
 

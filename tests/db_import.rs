@@ -173,3 +173,32 @@ fn killed_import_leaves_no_database_or_a_complete_one() {
     println!("{absent} kills left no database, {complete} a complete one");
     assert!(absent > 0, "no kill landed during an import");
 }
+
+#[test]
+fn a_second_import_to_the_same_path_is_refused_and_the_first_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let input = entries(5_000);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let first = s.spawn(|| {
+            // Holds the import open between its first and second entry.
+            let mut paused = Some((started_tx, go_rx));
+            let gated = input.iter().cloned().inspect(move |_| {
+                if let Some((started, go)) = paused.take() {
+                    started.send(()).unwrap();
+                    go.recv().unwrap();
+                }
+            });
+            Db::import(Options::new(&path), gated, |_| {})
+        });
+        started_rx.recv().unwrap();
+        let second = Db::import(Options::new(&path), entries(10), |_| {});
+        assert!(matches!(second, Err(Error::Locked)), "{:?}", second.err());
+        go_tx.send(()).unwrap();
+        let db = first.join().unwrap().unwrap();
+        assert_eq!(db.root(), root_of(&input));
+    });
+    assert!(!dir.path().join("db.importing").exists());
+}

@@ -47,7 +47,7 @@ proptest! {
         for key in &queries {
             let proof = prove_path(&entries, key).unwrap();
             prop_assert_eq!(proof.verify(key, &root).unwrap(), truth(&model, key));
-            prop_assert_eq!(&PathProof::decode(&proof.encode()).unwrap(), &proof);
+            prop_assert_eq!(&PathProof::decode(&proof.encode().unwrap()).unwrap(), &proof);
             paths.push((*key, proof));
         }
         let multi = prove_multi(&entries, &queries).unwrap();
@@ -67,7 +67,7 @@ proptest! {
         let distinct: std::collections::BTreeSet<_> = queries.iter().collect();
         if distinct.len() >= 2 && path_siblings >= 2 {
             prop_assert!(multi.siblings.len() < path_siblings);
-            let path_bytes: usize = distinct.iter().map(|k| prove_path(&entries, k).unwrap().encode().len()).sum();
+            let path_bytes: usize = distinct.iter().map(|k| prove_path(&entries, k).unwrap().encode().unwrap().len()).sum();
             prop_assert!(multi.encode().len() < path_bytes, "{} >= {}", multi.encode().len(), path_bytes);
         }
     }
@@ -166,7 +166,7 @@ proptest! {
         let root = naive_root(&model);
         for key in &queries {
             let proof = prove_path(&entries, key).unwrap();
-            let bytes = proof.encode();
+            let bytes = proof.encode().unwrap();
             for b in bits_to_flip(&bytes) {
                 let answer = PathProof::decode(&flip(&bytes, b)).and_then(|p| p.verify(key, &root));
                 prop_assert!(answer.is_err(), "serialized bit {} accepted: {:?}", b, answer);
@@ -289,4 +289,24 @@ fn malformed_encodings_are_errors_not_panics() {
         assert!(PathProof::decode(bytes).is_err());
         assert!(MultiProof::decode(bytes).is_err());
     }
+}
+
+/// Inputs a caller can build by hand that reach past a key path's 256 bits are
+/// errors or well-defined answers, never panics or truncated encodings.
+#[test]
+fn inputs_past_256_bits_are_errors_not_panics() {
+    let deep = PathProof {
+        terminal: None,
+        siblings: vec![[1; 32]; 70_000],
+    };
+    assert!(matches!(deep.encode(), Err(Error::MalformedProof(_))));
+    let terminal = pagetrie::trie::proof::MultiTerminal {
+        depth: 1000,
+        path: [7; 32],
+        value_hash: None,
+    };
+    // Deeper than the key: covers exactly its own path.
+    assert!(terminal.covers(&[7; 32]));
+    assert!(!terminal.covers(&[8; 32]));
+    assert!(pagetrie::trie::bit(&[1; 32], 255));
 }

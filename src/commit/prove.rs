@@ -57,7 +57,7 @@ impl Worker<'_> {
                 return Ok(());
             }
         }
-        let split = keys.partition_point(|k| !crate::trie::bit(k, depth));
+        let split = keys.partition_point(|k| !crate::trie::bit_at(k, depth));
         for (side, part) in [&keys[..split], &keys[split..]].into_iter().enumerate() {
             let child = pos.child(side);
             if part.is_empty() {

@@ -8,7 +8,7 @@ use super::STORE_MIN_LEAVES;
 use crate::test_support::Rng;
 use crate::trie::page::slot;
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
-use crate::trie::{bit, build_subtree, hash_value, Discard, KeyPath, ValueHash, TERMINATOR};
+use crate::trie::{bit_at, build_subtree, hash_value, Discard, KeyPath, ValueHash, TERMINATOR};
 use crate::{Db, Options};
 
 type Entries = Vec<(KeyPath, ValueHash)>;
@@ -35,7 +35,7 @@ fn check_page(db: &Db, id: PageId, entries: &[(KeyPath, ValueHash)]) -> usize {
         let depth = id.root_depth() + r - 1;
         let mut next = Vec::new();
         for (parent_bits, under) in level.iter().enumerate() {
-            let split = under.partition_point(|e| !bit(&e.0, depth));
+            let split = under.partition_point(|e| !bit_at(&e.0, depth));
             for (side, part) in [&under[..split], &under[split..]].into_iter().enumerate() {
                 let bits = parent_bits * 2 + side;
                 let expected = if under.len() >= 2 {

@@ -194,8 +194,12 @@ impl<'a> Worker<'a> {
             Old::Page(page) => {
                 let mut page = Page::clone(&page);
                 let (node, delta) = self.update_at(&mut page, &id, Pos::ROOT, changes)?;
-                let leaves = u64::try_from(page.leaves() as i64 + delta)
-                    .map_err(|_| Error::Corrupt("page leaf count"))?;
+                // The count comes from disk: checked, never wrapped.
+                let leaves = i64::try_from(page.leaves())
+                    .ok()
+                    .and_then(|n| n.checked_add(delta))
+                    .and_then(|n| u64::try_from(n).ok())
+                    .ok_or(Error::Corrupt("page leaf count"))?;
                 let stored = leaves >= STORE_MIN_LEAVES;
                 if stored {
                     page.set_leaves(leaves);
@@ -259,7 +263,7 @@ impl<'a> Worker<'a> {
                 return Ok((node, new.len() as i64 - old.len() as i64));
             }
         }
-        let split = changes.partition_point(|c| !crate::trie::bit(&c.0, depth));
+        let split = changes.partition_point(|c| !crate::trie::bit_at(&c.0, depth));
         let mut nodes = [TERMINATOR; 2];
         let mut delta = 0;
         for (side, part) in [&changes[..split], &changes[split..]]
@@ -319,7 +323,7 @@ impl<'a> Worker<'a> {
             return Ok(node);
         }
         let depth = pos.depth(id);
-        let split = entries.partition_point(|e| !crate::trie::bit(&e.0, depth));
+        let split = entries.partition_point(|e| !crate::trie::bit_at(&e.0, depth));
         let left = self.build_at(page, id, pos.child(0), &entries[..split])?;
         let right = self.build_at(page, id, pos.child(1), &entries[split..])?;
         Ok(join(page, pos, [left, right]))

@@ -16,7 +16,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::{Db, Options};
-use crate::io::sync_dir;
+use crate::io::{create_dir_durable, sync_dir, DirLock, LOCK_FILE};
 use crate::trie::KeyPath;
 use crate::Error;
 
@@ -78,9 +78,19 @@ impl Db {
             return Err(Error::DirectoryNotEmpty);
         }
         let staging = staging_dir(&target)?;
-        match fs::remove_dir_all(&staging) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
+        // Locked like a database, so a second import to the same path fails
+        // with Error::Locked instead of deleting this one's work.
+        create_dir_durable(&staging)?;
+        let _lock = DirLock::acquire(&staging)?;
+        if fs::read_dir(&target).is_ok_and(|mut d| d.next().is_some()) || target.is_file() {
+            return Err(Error::DirectoryNotEmpty);
+        }
+        // What a killed import left.
+        for entry in fs::read_dir(&staging)? {
+            let entry = entry?;
+            if entry.file_name() != LOCK_FILE {
+                fs::remove_dir_all(entry.path())?;
+            }
         }
         let built = build(&options, &staging, entries, &mut progress);
         if let Err(e) = built {

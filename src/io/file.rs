@@ -162,8 +162,29 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Creates `dir` and its missing ancestors, syncing the directory that holds
+/// each new one, so that no created directory can vanish in a power loss.
+pub(crate) fn create_dir_durable(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    create_dir_durable(parent)?;
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+        Ok(()) => sync_dir(parent),
+    }
+}
+
 const LOCK_ATTEMPTS: u32 = 40;
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The file in a locked directory that carries the lock.
+pub(crate) const LOCK_FILE: &str = "LOCK";
 
 /// Exclusive ownership of a database directory, held until dropped.
 pub(crate) struct DirLock {
@@ -181,7 +202,7 @@ impl DirLock {
             .write(true)
             .create(true)
             .truncate(false)
-            .open(dir.join("LOCK"))?;
+            .open(dir.join(LOCK_FILE))?;
         for _ in 0..LOCK_ATTEMPTS {
             match file.try_lock() {
                 Ok(()) => return Ok(DirLock { _file: file }),

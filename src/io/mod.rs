@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-pub(crate) use file::{sync_dir, DataFile, DirLock};
+pub(crate) use file::{create_dir_durable, sync_dir, DataFile, DirLock, LOCK_FILE};
 
 use crate::block::{Block, BlockBuf};
 

@@ -25,7 +25,7 @@ use cache::PageCache;
 use index::SlotIndex;
 
 use crate::block::BlockBuf;
-use crate::store::{free_mark, is_free_mark, BlockWrite, Store, Target};
+use crate::store::{free_mark, is_free_mark, slot_number, stored_slot, BlockWrite, Store, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
@@ -97,7 +97,7 @@ impl PageStore {
             let blocks = store.read_blocks(Target::Pages, start..end)?;
             for (slot, block) in (start..end).zip(blocks) {
                 if is_free_mark(&block) {
-                    slots.free.push(slot as u32);
+                    slots.free.push(stored_slot(slot)?);
                     continue;
                 }
                 let page = Page::from_block(block);
@@ -105,7 +105,7 @@ impl PageStore {
                 if !seen.insert(id) {
                     return Err(Error::Corrupt("page stored twice"));
                 }
-                slots.index.insert(&id, slot as u32);
+                slots.index.insert(&id, stored_slot(slot)?);
                 cache.insert(id, Arc::new(page));
             }
         }
@@ -246,10 +246,13 @@ impl PageStore {
                     (slot, false)
                 }
                 (Some(_), None) => {
-                    let slot = free.pop().unwrap_or_else(|| {
-                        length += 1;
-                        (length - 1) as u32
-                    });
+                    let slot = match free.pop() {
+                        Some(slot) => slot,
+                        None => {
+                            length += 1;
+                            slot_number(length - 1)?
+                        }
+                    };
                     (slot, true)
                 }
                 (None, None) => continue,

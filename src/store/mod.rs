@@ -29,7 +29,7 @@ use wal::Place;
 const WAL_SLACK_BLOCKS: u64 = 4096;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::io::{sync_dir, DataFile, DirLock, Io, IoBackend, Op};
+use crate::io::{create_dir_durable, sync_dir, DataFile, DirLock, Io, IoBackend, Op};
 use crate::trie::{Node, TERMINATOR};
 use crate::Error;
 
@@ -81,6 +81,23 @@ pub(crate) fn free_mark(seqno: u64) -> BlockBuf {
 /// Whether `b` is a [`free_mark`].
 pub(crate) fn is_free_mark(b: &Block) -> bool {
     &b.0[..8] == FREE_MAGIC && b.u64_at(FREE_CHECKSUM) == b.checksum(FREE_CHECKSUM)
+}
+
+/// Block `index` of a target file as a slot number. Slots are `u32`, so a
+/// file of more blocks is full: `FileTooLarge`, never a wrapped number.
+pub(crate) fn slot_number(index: u64) -> Result<u32, Error> {
+    u32::try_from(index).map_err(|_| {
+        Error::Io(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            "a data file reached 2^32 blocks",
+        ))
+    })
+}
+
+/// [`slot_number`] for a block found in a file at open, where a number past
+/// `u32` can only come from damage.
+pub(crate) fn stored_slot(index: u64) -> Result<u32, Error> {
+    u32::try_from(index).map_err(|_| Error::Corrupt("data file longer than 2^32 blocks"))
 }
 
 /// One block a commit writes.
@@ -151,7 +168,7 @@ impl Store {
     /// Opens (creating if absent) the database in `dir`, recovering the last durable
     /// commit.
     pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store, Error> {
-        std::fs::create_dir_all(dir)?;
+        create_dir_durable(dir)?;
         let lock = DirLock::acquire(dir)?;
         let open = |name: &str| -> Result<Arc<DataFile>, Error> {
             #[allow(unused_mut)]

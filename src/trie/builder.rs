@@ -4,7 +4,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 
 use super::node::{
-    bit, common_prefix_len, hash_internal, hash_leaf, word, KeyPath, Node, ValueHash, TERMINATOR,
+    bit_at, common_prefix_len, hash_internal, hash_leaf, word, KeyPath, Node, ValueHash, TERMINATOR,
 };
 use crate::Error;
 
@@ -55,7 +55,7 @@ pub(crate) fn build_subtree(
         let stop = join_after.map_or(depth, |j| j + 1);
         while d > stop {
             d -= 1;
-            node = if bit(key, d) {
+            node = if bit_at(key, d) {
                 let left = match pending.last() {
                     Some(&(pd, left)) if pd == d + 1 => {
                         pending.pop();

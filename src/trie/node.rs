@@ -66,15 +66,25 @@ fn hash_pair(a: &[u8; 32], b: &[u8; 32]) -> [u8; 32] {
     *blake3::hash(&buf).as_bytes()
 }
 
-/// Bit `depth` of `path` (0 = most significant bit of byte 0): false = left, true = right.
+/// Bit `depth` of `path` (0 = most significant bit of byte 0): false = left,
+/// true = right. A key path has 256 bits, so every `u8` names one.
 #[inline]
-pub fn bit(path: &KeyPath, depth: usize) -> bool {
+pub fn bit(path: &KeyPath, depth: u8) -> bool {
+    bit_at(path, depth as usize)
+}
+
+/// [`bit`] for the crate's walks, whose depths are below 256 by construction.
+#[inline]
+pub(crate) fn bit_at(path: &KeyPath, depth: usize) -> bool {
     path[depth / 8] & (0x80 >> (depth % 8)) != 0
 }
 
 /// `path` with every bit from `depth` on cleared: the canonical name of the position
-/// at `depth` on `path`.
+/// at `depth` on `path`. A depth of 256 or more keeps the whole path.
 pub fn prefix(path: &KeyPath, depth: usize) -> KeyPath {
+    if depth >= MAX_DEPTH {
+        return *path;
+    }
     let mut out = [0u8; 32];
     let full = depth / 8;
     out[..full].copy_from_slice(&path[..full]);
@@ -135,7 +145,7 @@ mod tests {
         let mut p = [0u8; 32];
         p[0] = 0b1010_0000;
         p[31] = 1;
-        assert!(bit(&p, 0) && !bit(&p, 1) && bit(&p, 2) && bit(&p, 255));
+        assert!(bit_at(&p, 0) && !bit_at(&p, 1) && bit_at(&p, 2) && bit_at(&p, 255));
         assert_eq!(prefix(&p, 1)[0], 0b1000_0000);
         assert_eq!(prefix(&p, 255)[31], 0);
         assert_eq!(prefix(&p, 256), p);

@@ -1,7 +1,7 @@
 //! The 4 KiB page: a rootless subtree six levels deep plus 64 bytes of metadata
 //! (byte layout in docs/format.md).
 
-use super::node::{bit, KeyPath, Node};
+use super::node::{bit_at, KeyPath, Node};
 use super::page_id::{PageId, PAGE_DEPTH};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::Error;
@@ -35,7 +35,7 @@ pub fn slot(rel_depth: usize, bits: usize) -> usize {
 pub fn slot_on_path(key: &KeyPath, depth: usize) -> usize {
     let root_depth = (depth - 1) / PAGE_DEPTH * PAGE_DEPTH;
     let rel_depth = depth - root_depth;
-    let bits = (root_depth..depth).fold(0, |acc, d| acc << 1 | bit(key, d) as usize);
+    let bits = (root_depth..depth).fold(0, |acc, d| acc << 1 | bit_at(key, d) as usize);
     slot(rel_depth, bits)
 }
 

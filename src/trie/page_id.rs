@@ -1,6 +1,6 @@
 //! Page ids: a page's path of 6-bit child indices from the root page.
 
-use super::node::{bit, prefix, KeyPath, MAX_DEPTH};
+use super::node::{bit_at, prefix, KeyPath, MAX_DEPTH};
 use crate::Error;
 
 /// Trie levels per page: each page is a rootless subtree six levels deep.
@@ -53,7 +53,7 @@ impl PageId {
     /// The child index taken at `level` (less than [`PageId::level`]).
     pub fn index_at(&self, level: usize) -> u8 {
         (0..PAGE_DEPTH).fold(0u8, |acc, i| {
-            acc << 1 | bit(&self.path, level * PAGE_DEPTH + i) as u8
+            acc << 1 | bit_at(&self.path, level * PAGE_DEPTH + i) as u8
         })
     }
 

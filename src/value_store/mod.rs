@@ -35,7 +35,7 @@ use overflow::Extents;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
-use crate::store::{free_mark, is_free_mark, BlockWrite, Store, Target};
+use crate::store::{free_mark, is_free_mark, slot_number, stored_slot, BlockWrite, Store, Target};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
@@ -124,7 +124,7 @@ impl ValueStore {
                 .enumerate()
             {
                 if is_free_mark(block) {
-                    state.free_slots.push((start + i as u64) as u32);
+                    state.free_slots.push(stored_slot(start + i as u64)?);
                     continue;
                 }
                 let mut keys = Vec::with_capacity(128);
@@ -137,7 +137,7 @@ impl ValueStore {
                     return Err(Error::Corrupt("empty bucket"));
                 };
                 ranges.push((*first, *last));
-                state.dir.insert((start + i as u64) as u32, &keys);
+                state.dir.insert(stored_slot(start + i as u64)?, &keys);
             }
         }
         ranges.sort_unstable();
@@ -549,7 +549,7 @@ impl ValuePlan {
                 Some(slot) => slot,
                 None => {
                     self.buckets_len += 1;
-                    (self.buckets_len - 1) as u32
+                    slot_number(self.buckets_len - 1)?
                 }
             };
             let block = bucket::encode(&part, seqno);

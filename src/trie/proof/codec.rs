@@ -18,7 +18,13 @@ const LEAF: u8 = 1;
 
 impl PathProof {
     /// The proof's bytes: version, kind, terminal, sibling count, siblings.
-    pub fn encode(&self) -> Vec<u8> {
+    ///
+    /// Fails with [`Error::MalformedProof`] for a path deeper than 256, which no
+    /// trie has and the encoding cannot hold.
+    pub fn encode(&self) -> Result<Vec<u8>, Error> {
+        if self.siblings.len() > MAX_DEPTH {
+            return Err(Error::MalformedProof("path deeper than 256"));
+        }
         let mut out = Vec::with_capacity(2 + 65 + 2 + 32 * self.siblings.len());
         out.extend_from_slice(&[VERSION, KIND_PATH]);
         match &self.terminal {
@@ -31,7 +37,7 @@ impl PathProof {
         }
         out.extend_from_slice(&(self.siblings.len() as u16).to_le_bytes());
         put_nodes(&mut out, &self.siblings);
-        out
+        Ok(out)
     }
 
     /// Parses [`PathProof::encode`]'s output; any other input is an error.

@@ -8,8 +8,8 @@ use super::walk::{check_shape, fold};
 use super::{PathProof, Write};
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
 use crate::trie::node::{
-    bit, hash_internal, hash_leaf, join_canonical, prefix, shares_prefix, KeyPath, Node, ValueHash,
-    MAX_DEPTH, TERMINATOR,
+    bit_at, hash_internal, hash_leaf, join_canonical, prefix, shares_prefix, KeyPath, Node,
+    ValueHash, MAX_DEPTH, TERMINATOR,
 };
 use crate::Error;
 
@@ -227,7 +227,7 @@ fn merge(paths: &[(KeyPath, PathProof)], depth: usize, out: &mut MultiProof) -> 
         return Ok(());
     }
     // Every path ends deeper than `depth`, so each has a sibling at depth + 1.
-    let split = paths.partition_point(|(key, _)| !bit(key, depth));
+    let split = paths.partition_point(|(key, _)| !bit_at(key, depth));
     for side in [0..split, split..paths.len()] {
         if side.is_empty() {
             out.siblings.push(first.siblings[depth]);

@@ -3,7 +3,8 @@
 use alloc::vec::Vec;
 
 use crate::trie::node::{
-    bit, hash_internal, hash_leaf, shares_prefix, KeyPath, Node, ValueHash, MAX_DEPTH, TERMINATOR,
+    bit_at, hash_internal, hash_leaf, shares_prefix, KeyPath, Node, ValueHash, MAX_DEPTH,
+    TERMINATOR,
 };
 use crate::Error;
 
@@ -56,7 +57,7 @@ impl PathProof {
             Some(_) => return Err(Error::KeyNotCovered(*key)),
         };
         for (d, sibling) in self.siblings.iter().enumerate().rev() {
-            node = if bit(key, d) {
+            node = if bit_at(key, d) {
                 hash_internal(sibling, &node)
             } else {
                 hash_internal(&node, sibling)

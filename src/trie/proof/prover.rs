@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use super::{LeafData, MultiProof, MultiTerminal, PathProof};
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
-use crate::trie::node::{bit, prefix, KeyPath, ValueHash};
+use crate::trie::node::{bit_at, prefix, KeyPath, ValueHash};
 use crate::Error;
 
 /// The path proof of `key` in the trie of `entries` (sorted by key, no duplicates).
@@ -16,8 +16,8 @@ pub fn prove_path(entries: &[(KeyPath, ValueHash)], key: &KeyPath) -> Result<Pat
     let mut siblings = Vec::new();
     while here.len() > 1 {
         let depth = siblings.len();
-        let (left, right) = here.split_at(here.partition_point(|(k, _)| !bit(k, depth)));
-        let (mine, other) = if bit(key, depth) {
+        let (left, right) = here.split_at(here.partition_point(|(k, _)| !bit_at(k, depth)));
+        let (mine, other) = if bit_at(key, depth) {
             (right, left)
         } else {
             (left, right)
@@ -78,8 +78,8 @@ pub(crate) fn prove_below(
         });
         return;
     }
-    let e_split = entries.partition_point(|(k, _)| !bit(k, depth));
-    let k_split = keys.partition_point(|k| !bit(k, depth));
+    let e_split = entries.partition_point(|(k, _)| !bit_at(k, depth));
+    let k_split = keys.partition_point(|k| !bit_at(k, depth));
     let sides = [
         (&entries[..e_split], &keys[..k_split]),
         (&entries[e_split..], &keys[k_split..]),

@@ -3,7 +3,7 @@
 use core::cmp::Ordering;
 
 use super::MultiTerminal;
-use crate::trie::node::{bit, prefix, Node, MAX_DEPTH};
+use crate::trie::node::{bit_at, prefix, Node, MAX_DEPTH};
 use crate::Error;
 
 /// Rejects terminals that could not come from one trie: deeper than 256, an empty
@@ -100,7 +100,7 @@ where
             [t] if t.depth as usize == depth => Ok((self.on_terminal)(first, t)),
             _ => {
                 // Deeper terminals exist, so depth < 256.
-                let split = terminals.partition_point(|t| !bit(&t.path, depth));
+                let split = terminals.partition_point(|t| !bit_at(&t.path, depth));
                 let left = self.subtree(&terminals[..split], depth + 1, first)?;
                 let right = self.subtree(&terminals[split..], depth + 1, first + split)?;
                 Ok((self.join)(left, right))
