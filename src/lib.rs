@@ -57,6 +57,15 @@ pub mod trie;
 #[cfg(feature = "std")]
 mod value_store;
 
+/// Fault injection for torture tests (the `fault-injection` feature): a
+/// [`faults::Faults`] plan given to [`Options::faults`] fails chosen reads,
+/// writes and syncs or fills the disk, and [`Db::lose_power`] simulates a
+/// power loss.
+#[cfg(feature = "fault-injection")]
+pub mod faults {
+    pub use crate::io::faults::{Faults, PowerLoss};
+}
+
 #[cfg(feature = "std")]
 pub use db::{CommitOutput, Db, ImportProgress, Metrics, Options, Session};
 pub use error::Error;

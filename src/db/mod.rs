@@ -83,7 +83,7 @@ impl Db {
     pub fn open(options: Options) -> Result<Db, Error> {
         let config = StoreConfig {
             backend: options.io_backend,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             faults: options.faults.clone(),
         };
         let store = Store::open(&options.path, config)?;
@@ -165,6 +165,19 @@ impl Db {
             io_uring: io.is_uring(),
             io_fallback: io.fallback_reason().map(str::to_owned),
         }
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+impl Db {
+    /// Simulates a power loss and closes the handle: what happens to each
+    /// write not yet synced is up to `loss`. Does nothing to a database opened
+    /// without [`Options::faults`].
+    pub fn lose_power(self, loss: crate::faults::PowerLoss) -> Result<(), Error> {
+        if let Some(faults) = &self.shared.options.faults {
+            faults.lose_power(&self.shared.store.files(), loss)?;
+        }
+        Ok(())
     }
 }
 

@@ -23,7 +23,7 @@ pub struct Options {
     pub(crate) value_cache_mib: usize,
     pub(crate) metrics: bool,
     /// Faults injected into every file, for tests.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<std::sync::Arc<crate::io::faults::Faults>>,
 }
 
@@ -42,6 +42,14 @@ impl std::fmt::Debug for Options {
 }
 
 impl Options {
+    /// Runs every read, write and sync of the database through `faults`
+    /// (on the thread-pool engine). For torture tests.
+    #[cfg(feature = "fault-injection")]
+    pub fn faults(mut self, faults: std::sync::Arc<crate::faults::Faults>) -> Options {
+        self.faults = Some(faults);
+        self
+    }
+
     /// Options for the database in directory `path` (created if absent), with
     /// one commit worker per CPU, the I/O engine chosen automatically, a 1 GiB
     /// page cache, a 256 MiB value cache, 1 GiB for imports and metrics on.
@@ -54,7 +62,7 @@ impl Options {
             page_cache_mib: 1024,
             value_cache_mib: 256,
             metrics: true,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         }
     }

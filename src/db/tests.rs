@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::io::faults::Faults;
+use crate::io::faults::{Faults, PowerLoss};
 use crate::test_support::Rng;
 use crate::trie::{compute_root, hash_value, KeyPath};
 use crate::{Db, Error, Options};
@@ -56,7 +56,9 @@ fn power_cycle(
     models: &[Model],
     newer: usize,
 ) -> (Db, usize) {
-    faults.lose_power(&db.parts().0.files(), seed).unwrap();
+    faults
+        .lose_power(&db.parts().0.files(), PowerLoss::from_seed(seed))
+        .unwrap();
     let path = db.shared.options.path.clone();
     drop(db);
     let db = Db::open(Options::new(path)).unwrap();

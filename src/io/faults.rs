@@ -1,5 +1,10 @@
-//! Fault injection for tests: failing reads, writes and syncs, short writes, and
-//! power loss that keeps an arbitrary subset of the writes not yet synced.
+//! Fault injection: failing reads, writes and syncs, short writes, a disk that
+//! runs out of space, and power loss that keeps, drops or tears each write not
+//! yet synced. Built for the crate's tests and, with the `fault-injection`
+//! feature, for torture programs outside it (`examples/torture.rs`).
+//!
+//! A database opened with a fault plan runs its I/O on the thread-pool engine,
+//! whose every read, write and sync goes through the plan.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -10,9 +15,16 @@ use parking_lot::Mutex;
 use super::file::DataFile;
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 
-/// One fault plan, shared by every file of a database.
+/// Linux's ENOSPC, what a full disk answers.
+const ENOSPC: i32 = 28;
+
+/// Sectors a block can tear at: a power loss may keep any prefix of them.
+const SECTORS: u64 = (BLOCK_SIZE / 512) as u64;
+
+/// One fault plan, shared by every file of a database
+/// ([`crate::Options::faults`]). Every fault is off until set.
 #[derive(Default)]
-pub(crate) struct Faults {
+pub struct Faults {
     /// Writes that still succeed; after them every write fails (u64::MAX: never).
     pub(crate) writes_left: AtomicU64,
     /// A failing write first writes half its block (a torn write).
@@ -22,7 +34,30 @@ pub(crate) struct Faults {
     /// succeed again (u64::MAX: never).
     pub(crate) sync_fails_after: AtomicU64,
     pub(crate) fail_reads: AtomicBool,
+    /// Blocks the files may still grow by before writes fail with ENOSPC
+    /// (u64::MAX: unbounded).
+    space_left: AtomicU64,
     unsynced: Mutex<Unsynced>,
+}
+
+/// What a simulated power loss does to each write not yet synced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PowerLoss {
+    /// Every one is lost.
+    DropAll,
+    /// Each is kept or lost, chosen by a generator seeded with the value.
+    Random(u64),
+    /// Each is kept, lost, or torn: its first sectors (512 bytes each) written
+    /// and the rest not; chosen by a generator seeded with the value.
+    Torn(u64),
+}
+
+#[cfg(test)]
+impl PowerLoss {
+    /// `DropAll` without a seed, `Random` with one.
+    pub(crate) fn from_seed(seed: Option<u64>) -> PowerLoss {
+        seed.map_or(PowerLoss::DropAll, PowerLoss::Random)
+    }
 }
 
 /// Writes since the last sync of their file, by file descriptor.
@@ -38,13 +73,63 @@ fn injected() -> io::Error {
     io::Error::other("injected fault")
 }
 
+/// Takes one from `counter` unless it is u64::MAX (unlimited); false once it
+/// is spent.
+fn take(counter: &AtomicU64, n: u64) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| match left {
+            u64::MAX => Some(u64::MAX),
+            left => left.checked_sub(n),
+        })
+        .is_ok()
+}
+
 impl Faults {
     /// A plan that injects nothing until told to.
-    pub(crate) fn none() -> Faults {
+    pub fn none() -> Faults {
         let f = Faults::default();
         f.writes_left.store(u64::MAX, Ordering::SeqCst);
         f.sync_fails_after.store(u64::MAX, Ordering::SeqCst);
+        f.space_left.store(u64::MAX, Ordering::SeqCst);
         f
+    }
+
+    /// Lets `n` more writes succeed, then fails every write after them; with
+    /// `torn`, a failing write first writes half its block.
+    pub fn fail_writes_after(&self, n: u64, torn: bool) {
+        self.short_writes.store(torn, Ordering::SeqCst);
+        self.writes_left.store(n, Ordering::SeqCst);
+    }
+
+    /// Lets `n` more syncs succeed, then fails the next one only.
+    pub fn fail_one_sync_after(&self, n: u64) {
+        self.sync_fails_after.store(n, Ordering::SeqCst);
+    }
+
+    /// Fails every sync from now on (or none, with `false`).
+    pub fn fail_syncs(&self, fail: bool) {
+        self.fail_syncs.store(fail, Ordering::SeqCst);
+    }
+
+    /// Fails every read from now on (or none, with `false`).
+    pub fn fail_reads(&self, fail: bool) {
+        self.fail_reads.store(fail, Ordering::SeqCst);
+    }
+
+    /// Lets the files grow by `blocks` more blocks in all; past that, writes
+    /// and allocations that would grow a file fail with ENOSPC.
+    pub fn disk_full_after(&self, blocks: u64) {
+        self.space_left.store(blocks, Ordering::SeqCst);
+    }
+
+    /// Turns every fault off (writes not yet synced stay tracked).
+    pub fn clear(&self) {
+        self.writes_left.store(u64::MAX, Ordering::SeqCst);
+        self.short_writes.store(false, Ordering::SeqCst);
+        self.fail_syncs.store(false, Ordering::SeqCst);
+        self.sync_fails_after.store(u64::MAX, Ordering::SeqCst);
+        self.fail_reads.store(false, Ordering::SeqCst);
+        self.space_left.store(u64::MAX, Ordering::SeqCst);
     }
 
     pub(crate) fn before_read(&self) -> io::Result<()> {
@@ -69,6 +154,14 @@ impl Faults {
         Ok(())
     }
 
+    /// Before a file grows by `blocks` blocks of allocated space.
+    pub(crate) fn before_reserve(&self, blocks: u64) -> io::Result<()> {
+        match take(&self.space_left, blocks) {
+            true => Ok(()),
+            false => Err(io::Error::from_raw_os_error(ENOSPC)),
+        }
+    }
+
     pub(crate) fn write(&self, file: &DataFile, block: &Block, offset: u64) -> io::Result<()> {
         let raw = file.raw();
         let fd = file.fd();
@@ -78,17 +171,16 @@ impl Faults {
             raw.read_exact_at(&mut before.0, offset)?;
             Some(before)
         } else {
+            if !take(&self.space_left, 1) {
+                return Err(io::Error::from_raw_os_error(ENOSPC));
+            }
             None
         };
         let mut unsynced = self.unsynced.lock();
         unsynced.lengths.entry(fd).or_insert(len);
         unsynced.writes.push((fd, offset, before));
         drop(unsynced);
-        let ok = self
-            .writes_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if ok {
+        if take(&self.writes_left, 1) {
             return raw.write_all_at(&block.0, offset);
         }
         if self.short_writes.load(Ordering::SeqCst) {
@@ -104,28 +196,46 @@ impl Faults {
         unsynced.lengths.remove(&fd);
     }
 
-    /// Power loss: with `seed` None every write not yet synced is undone; with a
-    /// seed each is independently kept or undone (newest first, so a block written
-    /// twice ends as either version or its original). A file ends as long as it was
-    /// at its last sync or as its furthest kept write, whichever is longer.
-    pub(crate) fn lose_power(&self, files: &[&DataFile], seed: Option<u64>) -> io::Result<()> {
-        let mut rng = seed.map(|s| s | 1);
-        let mut unsynced = self.unsynced.lock();
-        let mut ends = unsynced.lengths.clone();
-        while let Some((fd, offset, before)) = unsynced.writes.pop() {
-            if let Some(r) = rng.as_mut() {
+    /// Applies `loss` to every write not yet synced, newest first, so a block
+    /// written twice ends as either version, its original, or a tear of them. A
+    /// file ends as long as it was at its last sync or as its furthest kept
+    /// write, whichever is longer.
+    pub(crate) fn lose_power(&self, files: &[&DataFile], loss: PowerLoss) -> io::Result<()> {
+        let (mut rng, tears) = match loss {
+            PowerLoss::DropAll => (None, false),
+            PowerLoss::Random(seed) => (Some(seed | 1), false),
+            PowerLoss::Torn(seed) => (Some(seed | 1), true),
+        };
+        let mut next = || {
+            rng.as_mut().map(|r| {
                 *r ^= *r << 13;
                 *r ^= *r >> 7;
                 *r ^= *r << 17;
-                if *r & 1 == 0 {
-                    let end = ends.entry(fd).or_default();
-                    *end = (*end).max(offset + BLOCK_SIZE as u64);
-                    continue;
-                }
+                *r
+            })
+        };
+        let mut unsynced = self.unsynced.lock();
+        let mut ends = unsynced.lengths.clone();
+        while let Some((fd, offset, before)) = unsynced.writes.pop() {
+            // Sectors of the new contents that survive: all, none, or a prefix.
+            let kept = match next() {
+                None => 0,
+                Some(r) if r & 1 == 0 => SECTORS,
+                Some(r) if tears && r & 2 == 0 => (r >> 8) % SECTORS,
+                Some(_) => 0,
+            };
+            if kept > 0 {
+                let end = ends.entry(fd).or_default();
+                *end = (*end).max(offset + BLOCK_SIZE as u64);
+            }
+            if kept == SECTORS {
+                continue;
             }
             if let Some(file) = files.iter().find(|f| f.fd() == fd) {
                 let before = before.unwrap_or_else(Block::zeroed);
-                file.raw().write_all_at(&before.0, offset)?;
+                let from = kept as usize * 512;
+                file.raw()
+                    .write_all_at(&before.0[from..], offset + from as u64)?;
             }
         }
         unsynced.lengths.clear();

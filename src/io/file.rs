@@ -10,28 +10,16 @@ use std::path::Path;
 use crate::block::{Block, BLOCK_SIZE};
 use crate::Error;
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "x86")))]
-const O_DIRECT: i32 = 0o40000;
-#[cfg(all(target_os = "linux", any(target_arch = "aarch64", target_arch = "arm")))]
-const O_DIRECT: i32 = 0o200000;
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "x86",
-        target_arch = "aarch64",
-        target_arch = "arm"
-    )
-)))]
+#[cfg(target_os = "linux")]
+const O_DIRECT: i32 = libc::O_DIRECT;
+#[cfg(not(target_os = "linux"))]
 const O_DIRECT: i32 = 0;
-
-const EINVAL: i32 = 22;
 
 /// A file read and written in whole blocks at block-aligned offsets.
 pub(crate) struct DataFile {
     file: File,
     direct: bool,
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<std::sync::Arc<super::faults::Faults>>,
 }
 
@@ -46,14 +34,14 @@ impl DataFile {
         } else {
             match options.clone().custom_flags(O_DIRECT).open(path) {
                 Ok(file) => (file, true),
-                Err(e) if e.raw_os_error() == Some(EINVAL) => (options.open(path)?, false),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (options.open(path)?, false),
                 Err(e) => return Err(e),
             }
         };
         Ok(DataFile {
             file,
             direct,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         })
     }
@@ -70,7 +58,7 @@ impl DataFile {
 
     /// Reads the block at `offset`; reading past the end of the file is an error.
     pub(crate) fn read_block(&self, block: &mut Block, offset: u64) -> io::Result<()> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             f.before_read()?;
         }
@@ -79,7 +67,7 @@ impl DataFile {
 
     /// Writes `block` at `offset`.
     pub(crate) fn write_block(&self, block: &Block, offset: u64) -> io::Result<()> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             return f.write(self, block, offset);
         }
@@ -88,7 +76,7 @@ impl DataFile {
 
     /// Makes every completed write durable.
     pub(crate) fn sync(&self) -> io::Result<()> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             f.before_sync()?;
             self.file.sync_data()?;
@@ -116,8 +104,13 @@ impl DataFile {
     /// if shorter, so that writing them cannot fail for want of space.
     pub(crate) fn reserve(&self, blocks: u64) -> io::Result<()> {
         let len = blocks * BLOCK_SIZE as u64;
-        if self.file.metadata()?.len() >= len {
+        let now = self.file.metadata()?.len();
+        if now >= len {
             return Ok(());
+        }
+        #[cfg(any(test, feature = "fault-injection"))]
+        if let Some(f) = &self.faults {
+            f.before_reserve((len - now).div_ceil(BLOCK_SIZE as u64))?;
         }
         let Ok(len) = i64::try_from(len) else {
             return Err(io::Error::from_raw_os_error(libc::EFBIG));
@@ -140,7 +133,7 @@ impl DataFile {
     /// is never replayed.
     pub(crate) fn erase(&self) -> io::Result<()> {
         self.file.set_len(0)?;
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             f.before_sync()?;
             self.file.sync_all()?;
@@ -151,7 +144,7 @@ impl DataFile {
     }
 
     /// Unchecked raw access for the fault injector, which must bypass itself.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) fn raw(&self) -> &File {
         &self.file
     }

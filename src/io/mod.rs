@@ -6,7 +6,7 @@
 //! Owns files, descriptors, the ring and its threads. Knows nothing of what the
 //! blocks mean: the stores above decide offsets and contents.
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fault-injection"))]
 pub(crate) mod faults;
 mod file;
 #[cfg(test)]

@@ -120,7 +120,7 @@ pub(crate) struct StoreConfig {
     pub(crate) backend: IoBackend,
     /// Faults injected into every file (forces the thread-pool engine, whose I/O
     /// goes through the files' own methods).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<Arc<crate::io::faults::Faults>>,
 }
 
@@ -128,7 +128,7 @@ impl Default for StoreConfig {
     fn default() -> StoreConfig {
         StoreConfig {
             backend: default_backend(),
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         }
     }
@@ -173,7 +173,7 @@ impl Store {
         let open = |name: &str| -> Result<Arc<DataFile>, Error> {
             #[allow(unused_mut)]
             let mut file = DataFile::open(&dir.join(name))?;
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             {
                 file.faults = config.faults.clone();
             }
@@ -188,12 +188,12 @@ impl Store {
         ];
         // New files' names must survive a crash as well as their contents.
         sync_dir(dir)?;
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         let backend = match config.faults {
             Some(_) => IoBackend::ThreadPool,
             None => config.backend,
         };
-        #[cfg(not(test))]
+        #[cfg(not(any(test, feature = "fault-injection")))]
         let backend = config.backend;
         let io = Io::start(backend)?;
         let meta = recover(&io, &meta_file, &wals, &targets)?;
@@ -333,7 +333,7 @@ impl Store {
     }
 
     /// Every file, for tests that model power loss.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) fn files(&self) -> Vec<&DataFile> {
         self.targets
             .iter()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{Batch, BlockWrite, Store, StoreConfig, Target, TARGETS};
 use crate::block::{Block, BlockBuf};
-use crate::io::faults::Faults;
+use crate::io::faults::{Faults, PowerLoss};
 use crate::io::IoBackend;
 use crate::Error;
 
@@ -232,7 +232,9 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
                     .chain([&store.meta_file])
                     .map(|f| &**f)
                     .collect();
-                faults.lose_power(&files, power_loss_seed).unwrap();
+                faults
+                    .lose_power(&files, PowerLoss::from_seed(power_loss_seed))
+                    .unwrap();
                 drop(files);
                 drop(store);
                 let reopened = open(dir.path());
@@ -319,7 +321,9 @@ fn an_error_from_a_commit_says_whether_reopening_finds_it() {
             };
             // Only the log's own sync comes before the commit point.
             assert_eq!(expected == 3, fail_at == 0, "fail_at {fail_at}");
-            faults.lose_power(&store.files(), power_loss_seed).unwrap();
+            faults
+                .lose_power(&store.files(), PowerLoss::from_seed(power_loss_seed))
+                .unwrap();
             drop(store);
             let reopened = open(dir.path());
             assert_state(&reopened, expected);

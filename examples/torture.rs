@@ -1,0 +1,678 @@
+//! Torture: one database and its model through random commits, SIGKILLs of a
+//! child process that commits (at random moments, during open and recovery
+//! too), simulated power losses (each write not yet synced dropped, kept or torn
+//! at a 512-byte sector), injected I/O errors and full disks; then opens of
+//! damaged copies of its files, and random and mutated input to every proof
+//! decoder.
+//!
+//! After every event the reopened database must hold exactly the last
+//! acknowledged commit or the one after it, as the commit's outcome says: `Ok`
+//! and `Error::CommitDurable` mean after, `Error::CommitInDoubt` either, any
+//! other error before. Every value is read back and every commit's witness is
+//! verified. A run stops at the first violation, with a non-zero exit.
+//!
+//! ```sh
+//! cargo run --release --features fault-injection --example torture -- --help
+//! cargo run --release --features fault-injection --example torture -- \
+//!     --kills 1000 --power-losses 1000 --corruptions 10000 --fuzz 10000
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use pagetrie::faults::{Faults, PowerLoss};
+use pagetrie::trie::proof::{prove_path, MultiProof, PathProof};
+use pagetrie::trie::{compute_root, hash_value};
+use pagetrie::{Db, Error, KeyPath, Node, Options, Witness};
+
+/// Torture a pagetrie database: kills, power losses, I/O errors, full disks,
+/// damaged files and mutated proofs, each checked against a model.
+#[derive(Parser)]
+struct Args {
+    /// Seed of every random choice (kill timing aside).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// SIGKILLs of a child process that opens the database and commits.
+    #[arg(long, default_value_t = 100)]
+    kills: u64,
+    /// Simulated power losses, most during a commit cut short by a fault.
+    #[arg(long, default_value_t = 100)]
+    power_losses: u64,
+    /// Commits hit by an injected I/O error or a full disk, then reopened.
+    #[arg(long, default_value_t = 100)]
+    errors: u64,
+    /// Opens of copies of the database with a damaged file.
+    #[arg(long, default_value_t = 1000)]
+    corruptions: u64,
+    /// Random and mutated inputs for each proof decoder.
+    #[arg(long, default_value_t = 1000)]
+    fuzz: u64,
+    /// Events of one kind per round before the next kind's turn.
+    #[arg(long, default_value_t = 25)]
+    round: u64,
+    /// The database's directory [default: a temporary one, deleted at the end].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Internal: run as the child that commits from this block on until killed.
+    #[arg(long, hide = true)]
+    child_from: Option<u64>,
+}
+
+/// Keys a block draws from: a quarter share 200+ leading bits, a quarter 24+.
+const POOL: u64 = 800;
+
+type Model = BTreeMap<KeyPath, Vec<u8>>;
+type Block = BTreeMap<KeyPath, Option<Vec<u8>>>;
+
+/// A xorshift generator.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn key(i: u64) -> KeyPath {
+    let h = *blake3::hash(&i.to_le_bytes()).as_bytes();
+    let shared = match i % 4 {
+        0 => 200 + (i / 4 % 50) as usize,
+        1 => 24 + (i / 4 % 16) as usize,
+        _ => return h,
+    };
+    let mut out = h;
+    for bit in 0..shared {
+        let mask = 0x80u8 >> (bit % 8);
+        out[bit / 8] = (out[bit / 8] & !mask) | (0x5a & mask);
+    }
+    out
+}
+
+/// Block `n`'s writes: 1 to 60 keys; deletes, empty values, short ones, ones
+/// near the inline limit and long ones in overflow space.
+fn block(seed: u64, n: u64) -> Block {
+    let mut rng = Rng::new(seed ^ n.wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let mut writes = Block::new();
+    for _ in 0..1 + rng.below(60) {
+        let i = rng.below(POOL);
+        let len = match rng.below(20) {
+            0..=4 => None,
+            5 => Some(0),
+            6..=12 => Some(1 + rng.below(40)),
+            13..=16 => Some(200 + rng.below(100)),
+            _ => Some(300 + rng.below(20_000)),
+        };
+        let value = len.map(|len| (0..len).map(|j| (n * 31 + i * 7 + j) as u8).collect());
+        writes.insert(key(i), value);
+    }
+    writes
+}
+
+fn apply(model: &mut Model, writes: &Block) {
+    for (k, v) in writes {
+        match v {
+            Some(v) => model.insert(*k, v.clone()),
+            None => model.remove(k),
+        };
+    }
+}
+
+fn root_of(model: &Model) -> Node {
+    compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).expect("sorted")
+}
+
+fn options(dir: &Path) -> Options {
+    Options::new(dir)
+        .commit_workers(2)
+        .page_cache_mib(2)
+        .value_cache_mib(1)
+}
+
+/// Reads some keys, writes block `n` and commits it with a witness, which must
+/// prove the reads and the update.
+fn commit_block(db: &Db, seed: u64, n: u64, model: &Model) -> Result<(), Error> {
+    let writes = block(seed, n);
+    let session = db.begin_session();
+    let reads: Vec<KeyPath> = writes.keys().step_by(3).copied().collect();
+    for k in &reads {
+        let got = session.read(k)?;
+        assert_eq!(got.as_ref(), model.get(k), "a session read a wrong value");
+    }
+    for (k, v) in &writes {
+        session.write(*k, v.clone());
+    }
+    let out = session.commit_and_prove()?;
+    let verified = out.witness.verify(&out.prev_root)?;
+    for k in &reads {
+        verified.confirm(k, model.get(k).map(|v| hash_value(v)).as_ref())?;
+    }
+    assert_eq!(out.witness.verify_update(&out.prev_root)?, out.root);
+    Ok(())
+}
+
+/// Where a reopened database may stand after a commit's outcome.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Allowed {
+    Before,
+    After,
+    Either,
+}
+
+fn allowed(outcome: &Result<(), Error>) -> Allowed {
+    match outcome {
+        Ok(()) | Err(Error::CommitDurable(_)) => Allowed::After,
+        Err(Error::CommitInDoubt(_)) => Allowed::Either,
+        Err(_) => Allowed::Before,
+    }
+}
+
+/// The database, its model, and what the run has seen.
+struct Torture {
+    seed: u64,
+    dir: PathBuf,
+    rng: Rng,
+    /// Blocks acknowledged: the database holds blocks 1 to `n`.
+    n: u64,
+    model: Model,
+    kills: u64,
+    power_losses: u64,
+    errors: u64,
+    /// Reopens that found the commit after the last acknowledged one.
+    rolled_forward: u64,
+    in_doubt: u64,
+}
+
+impl Torture {
+    /// Checks the reopened `db` against `allowed` and moves the model to
+    /// where it stands.
+    fn settle(&mut self, db: &Db, allowed: Allowed, event: &str) -> Result<(), String> {
+        let mut next = self.model.clone();
+        apply(&mut next, &block(self.seed, self.n + 1));
+        let root = db.root();
+        let after = if root == root_of(&self.model) {
+            false
+        } else if root == root_of(&next) {
+            true
+        } else {
+            return Err(format!(
+                "{event}: a partial commit (root matches neither state)"
+            ));
+        };
+        match (allowed, after) {
+            (Allowed::After, false) => {
+                return Err(format!("{event}: acknowledged block {} lost", self.n + 1))
+            }
+            (Allowed::Before, true) => {
+                return Err(format!(
+                    "{event}: block {} failed with an error, yet reopening found it",
+                    self.n + 1
+                ))
+            }
+            _ => {}
+        }
+        if after {
+            self.model = next;
+            self.n += 1;
+            self.rolled_forward += 1;
+        }
+        let session = db.begin_session();
+        for i in 0..POOL {
+            let k = key(i);
+            let got = session
+                .read(&k)
+                .map_err(|e| format!("{event}: read: {e}"))?;
+            if got.as_ref() != self.model.get(&k) {
+                return Err(format!("{event}: key {i} reads a wrong value"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a child that commits from block `n + 1` on, kills it at a random
+    /// moment, and checks the reopened database.
+    fn kill(&mut self) -> Result<(), String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .args(["--seed", &self.seed.to_string()])
+            .args(["--child-from", &self.n.to_string()])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawn: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no child stdout")?;
+        let reader = std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                match line
+                    .ok()
+                    .and_then(|l| l.strip_prefix("acked ")?.parse().ok())
+                {
+                    Some(n) => acked.push(n),
+                    None => break,
+                }
+            }
+            acked
+        });
+        // Up to 60 ms: some kills land in open or recovery, most in commits.
+        std::thread::sleep(Duration::from_micros(self.rng.below(60_000)));
+        let _ = child.kill();
+        let status = child.wait().map_err(|e| e.to_string())?;
+        let acked = reader.join().map_err(|_| "reader panicked")?;
+        if status.code().is_some() {
+            return Err(format!("the child exited by itself: {status}"));
+        }
+        for n in acked {
+            if n != self.n + 1 {
+                return Err(format!("the child acknowledged block {n} after {}", self.n));
+            }
+            apply(&mut self.model, &block(self.seed, n));
+            self.n = n;
+        }
+        let db = Db::open(options(&self.dir)).map_err(|e| format!("reopen after kill: {e}"))?;
+        self.settle(&db, Allowed::Either, "kill")?;
+        self.kills += 1;
+        Ok(())
+    }
+
+    /// Commits a few blocks with a fault plan, arms a random fault for the
+    /// last, then loses power (or, for an error event, just closes) and
+    /// checks the reopened database; sometimes its recovery is faulted too.
+    fn fault(&mut self, power_loss: bool) -> Result<(), String> {
+        let faults = Arc::new(Faults::none());
+        let db = Db::open(options(&self.dir).faults(faults.clone()))
+            .map_err(|e| format!("open: {e}"))?;
+        for _ in 0..self.rng.below(3) {
+            let n = self.n + 1;
+            commit_block(&db, self.seed, n, &self.model)
+                .map_err(|e| format!("block {n} without faults: {e}"))?;
+            apply(&mut self.model, &block(self.seed, n));
+            self.n = n;
+        }
+        let kind = self.rng.below(if power_loss { 5 } else { 4 });
+        match kind {
+            0 => faults.fail_writes_after(self.rng.below(40), self.rng.below(2) == 0),
+            1 => faults.fail_one_sync_after(self.rng.below(6)),
+            2 => faults.disk_full_after(self.rng.below(40)),
+            3 => faults.fail_reads(true),
+            _ => {} // a power loss after a commit that succeeded
+        }
+        let outcome = commit_block(&db, self.seed, self.n + 1, &self.model);
+        if matches!(outcome, Err(Error::StaleSession)) {
+            return Err("a lone session was stale".into());
+        }
+        if matches!(outcome, Err(Error::CommitInDoubt(_))) {
+            self.in_doubt += 1;
+        }
+        let allowed = allowed(&outcome);
+        faults.clear();
+        let event = if power_loss {
+            let seed = self.rng.next();
+            let loss = match self.rng.below(3) {
+                0 => PowerLoss::DropAll,
+                1 => PowerLoss::Random(seed),
+                _ => PowerLoss::Torn(seed),
+            };
+            db.lose_power(loss).map_err(|e| e.to_string())?;
+            format!("power loss {loss:?} after {outcome:?}")
+        } else {
+            drop(db);
+            format!("reopen after {outcome:?}")
+        };
+        // A quarter of reopens run recovery into a failing write first.
+        if self.rng.below(4) == 0 {
+            let faults = Arc::new(Faults::none());
+            faults.fail_writes_after(self.rng.below(3), true);
+            if let Ok(db) = Db::open(options(&self.dir).faults(faults)) {
+                self.settle(&db, allowed, &event)?;
+                return self.count(power_loss);
+            }
+        }
+        let db = Db::open(options(&self.dir)).map_err(|e| format!("{event}: reopen: {e}"))?;
+        self.settle(&db, allowed, &event)?;
+        self.count(power_loss)
+    }
+
+    fn count(&mut self, power_loss: bool) -> Result<(), String> {
+        match power_loss {
+            true => self.power_losses += 1,
+            false => self.errors += 1,
+        }
+        Ok(())
+    }
+}
+
+/// What opening damaged copies found.
+#[derive(Default, Debug)]
+struct Corruptions {
+    trials: u64,
+    opened: u64,
+    refused: u64,
+    read_errors: u64,
+    panics: u64,
+    wrong: u64,
+}
+
+/// Opens copies of the database in `dir` with one file damaged: each must be
+/// refused or serve exactly the model's values (or errors), never panic.
+fn corruptions(
+    dir: &Path,
+    model: &Model,
+    trials: u64,
+    rng: &mut Rng,
+) -> Result<Corruptions, String> {
+    let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let files = ["meta", "wal0", "wal1", "pages", "buckets", "overflow"];
+    let root = root_of(model);
+    let mut c = Corruptions::default();
+    for t in 0..trials {
+        let copy = scratch.path().join(t.to_string());
+        std::fs::create_dir(&copy).map_err(|e| e.to_string())?;
+        for f in files {
+            std::fs::copy(dir.join(f), copy.join(f)).map_err(|e| format!("{f}: {e}"))?;
+        }
+        let victim = copy.join(files[rng.below(files.len() as u64) as usize]);
+        damage(&victim, rng).map_err(|e| format!("damage: {e}"))?;
+        let verdict = catch_unwind(AssertUnwindSafe(|| {
+            let db = match Db::open(options(&copy)) {
+                Ok(db) => db,
+                Err(_) => return (false, 0, 0),
+            };
+            if db.root() != root {
+                return (true, 0, 1);
+            }
+            let (mut errors, mut wrong) = (0, 0);
+            for i in 0..POOL {
+                let k = key(i);
+                match db.read(&k) {
+                    Ok(v) if v.as_ref() == model.get(&k) => {}
+                    Ok(_) => wrong += 1,
+                    Err(_) => errors += 1,
+                }
+            }
+            (true, errors, wrong)
+        }));
+        c.trials += 1;
+        match verdict {
+            Err(_) => c.panics += 1,
+            Ok((false, _, _)) => c.refused += 1,
+            Ok((true, errors, wrong)) => {
+                c.opened += 1;
+                c.read_errors += errors;
+                c.wrong += wrong;
+            }
+        }
+        std::fs::remove_dir_all(&copy).map_err(|e| e.to_string())?;
+    }
+    Ok(c)
+}
+
+/// Flips bits, zeroes a block, truncates, or appends garbage.
+fn damage(path: &Path, rng: &mut Rng) -> std::io::Result<()> {
+    let mut bytes = std::fs::read(path)?;
+    match rng.below(4) {
+        0 if !bytes.is_empty() => {
+            for _ in 0..1 + rng.below(8) {
+                let i = rng.below(bytes.len() as u64) as usize;
+                bytes[i] ^= 1 << rng.below(8);
+            }
+        }
+        1 if bytes.len() >= 4096 => {
+            let block = rng.below(bytes.len() as u64 / 4096) as usize;
+            bytes[block * 4096..(block + 1) * 4096].fill(0);
+        }
+        2 => {
+            let len = rng.below(bytes.len() as u64 + 1) as usize;
+            bytes.truncate(len);
+        }
+        _ => {
+            let extra = 1 + rng.below(8192);
+            bytes.extend((0..extra).map(|_| rng.next() as u8));
+        }
+    }
+    std::fs::write(path, bytes)
+}
+
+/// Random and mutated inputs per decoder: (inputs, decoded, panics).
+fn fuzz(db: &Db, model: &Model, inputs: u64, rng: &mut Rng) -> Result<(u64, u64, u64), String> {
+    let root = db.root();
+    let entries: Vec<_> = model.iter().map(|(k, v)| (*k, hash_value(v))).collect();
+    let probe = key(rng.below(POOL));
+    let path = prove_path(&entries, &probe)
+        .and_then(|p| p.encode())
+        .map_err(|e| e.to_string())?;
+    // A witness of reads and a write, from a commit made for the purpose.
+    let session = db.begin_session();
+    for i in 0..20 {
+        session.read(&key(i * 7)).map_err(|e| e.to_string())?;
+    }
+    session.write(key(1), Some(vec![1]));
+    let out = session.commit_and_prove().map_err(|e| e.to_string())?;
+    let witness = out.witness.encode();
+    let multi = out.witness.proof.encode();
+    type Check = fn(&[u8], &Node, &KeyPath) -> bool;
+    let decoders: [(&[u8], Check, Node); 3] = [
+        (
+            &path,
+            |b, root, key| {
+                PathProof::decode(b)
+                    .map(|p| p.verify(key, root).is_ok())
+                    .is_ok()
+            },
+            root,
+        ),
+        (
+            &multi,
+            |b, root, _| {
+                MultiProof::decode(b)
+                    .map(|p| p.verify(root).is_ok())
+                    .is_ok()
+            },
+            out.prev_root,
+        ),
+        (
+            &witness,
+            |b, root, _| {
+                Witness::decode(b)
+                    .map(|w| w.verify_update(root).is_ok())
+                    .is_ok()
+            },
+            out.prev_root,
+        ),
+    ];
+    let (mut total, mut decoded, mut panics) = (0, 0, 0);
+    for (valid, check, root) in decoders {
+        for i in 0..inputs {
+            let input = if i % 4 == 0 {
+                (0..rng.below(3000)).map(|_| rng.next() as u8).collect()
+            } else {
+                mutate(valid, rng)
+            };
+            total += 1;
+            match catch_unwind(|| check(&input, &root, &probe)) {
+                Ok(true) => decoded += 1,
+                Ok(false) => {}
+                Err(_) => panics += 1,
+            }
+        }
+    }
+    Ok((total, decoded, panics))
+}
+
+/// `valid` with one to four random edits: bit flips, byte sets, cuts,
+/// insertions and repeated slices.
+fn mutate(valid: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut b = valid.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(b.len() as u64 + 1) as usize;
+        match rng.below(5) {
+            0 if at < b.len() => b[at] ^= 1 << rng.below(8),
+            1 if at < b.len() => b[at] = rng.next() as u8,
+            2 => b.truncate(at),
+            3 => {
+                let extra: Vec<u8> = (0..1 + rng.below(64)).map(|_| rng.next() as u8).collect();
+                b.splice(at..at, extra);
+            }
+            _ => {
+                let end = (at + rng.below(96) as usize).min(b.len());
+                let slice = b[at..end].to_vec();
+                b.splice(at..at, slice);
+            }
+        }
+    }
+    b
+}
+
+/// The child: opens the database and commits blocks `from + 1`, ... until
+/// killed, saying "acked n" after each.
+fn child(args: &Args, from: u64) -> ExitCode {
+    let Some(dir) = &args.dir else {
+        return ExitCode::FAILURE;
+    };
+    let db = match Db::open(options(dir)) {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("child: open: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The model up to `from`, so the child can check its reads and witnesses.
+    let mut model = Model::new();
+    for n in 1..=from {
+        apply(&mut model, &block(args.seed, n));
+    }
+    let mut stdout = std::io::stdout();
+    for n in from + 1.. {
+        if let Err(e) = commit_block(&db, args.seed, n, &model) {
+            eprintln!("child: block {n}: {e}");
+            return ExitCode::FAILURE;
+        }
+        apply(&mut model, &block(args.seed, n));
+        if writeln!(stdout, "acked {n}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let started = Instant::now();
+    let temp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = args.dir.clone().unwrap_or_else(|| temp.path().join("db"));
+    if dir.exists() {
+        return Err(format!(
+            "{} exists: torture needs a fresh directory",
+            dir.display()
+        ));
+    }
+    let mut t = Torture {
+        seed: args.seed,
+        dir,
+        rng: Rng::new(args.seed),
+        n: 0,
+        model: Model::new(),
+        kills: 0,
+        power_losses: 0,
+        errors: 0,
+        rolled_forward: 0,
+        in_doubt: 0,
+    };
+    println!(
+        "torture: seed {}, {} kills, {} power losses, {} errors, {} corruptions, {} fuzz inputs per decoder",
+        args.seed, args.kills, args.power_losses, args.errors, args.corruptions, args.fuzz
+    );
+    let mut round = 0;
+    while t.kills < args.kills || t.power_losses < args.power_losses || t.errors < args.errors {
+        round += 1;
+        for _ in 0..args.round {
+            if t.kills < args.kills {
+                t.kill()?;
+            }
+        }
+        for _ in 0..args.round {
+            if t.power_losses < args.power_losses {
+                t.fault(true)?;
+            }
+            if t.errors < args.errors {
+                t.fault(false)?;
+            }
+        }
+        println!(
+            "round {round}: {} kills, {} power losses, {} errors; {} blocks committed, {} found rolled forward, {:.0?}",
+            t.kills, t.power_losses, t.errors, t.n, t.rolled_forward, started.elapsed()
+        );
+    }
+
+    // Panics inside catch_unwind are counted, not printed.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let c = corruptions(&t.dir, &t.model, args.corruptions, &mut t.rng);
+    std::panic::set_hook(default_hook);
+    let c = c?;
+    println!(
+        "corruptions: {} trials: {} refused at open, {} opened ({} read errors), {} panics, {} wrong values",
+        c.trials, c.refused, c.opened, c.read_errors, c.panics, c.wrong
+    );
+    let db = Db::open(options(&t.dir)).map_err(|e| e.to_string())?;
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let fuzzed = fuzz(&db, &t.model, args.fuzz, &mut t.rng);
+    std::panic::set_hook(default_hook);
+    let (inputs, decoded, panics) = fuzzed?;
+    println!("fuzz: {inputs} inputs to 3 decoders: {decoded} decoded and checked, {panics} panics");
+    let ok = c.panics == 0 && c.wrong == 0 && panics == 0;
+    println!(
+        "summary: seed {}: {} kills, {} power losses, {} errors ({} in doubt), {} blocks; 0 lost, 0 partial; corruptions {} trials, {} panics, {} wrong values; fuzz {} inputs, {} panics; {:.1?}: {}",
+        args.seed,
+        t.kills,
+        t.power_losses,
+        t.errors,
+        t.in_doubt,
+        t.n,
+        c.trials,
+        c.panics,
+        c.wrong,
+        inputs,
+        panics,
+        started.elapsed(),
+        if ok { "PASS" } else { "FAIL" }
+    );
+    if !ok {
+        return Err("damaged files or proofs were mishandled".into());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(from) = args.child_from {
+        return child(&args, from);
+    }
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("torture: FAIL: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
