@@ -1,86 +1,120 @@
 //! The user's yardstick (docs/design.md section 9): blocks of account transfers, each
-//! committed with a witness, on a database of `2^n` accounts built by bulk import.
+//! committed with a witness, on a database of `2^n` accounts built by bulk import,
+//! on pagetrie, on NOMT, or on both one after the other with their ratios.
 //!
 //! ```sh
 //! cargo run --release --example transfer                       # 2^20 accounts, 20 workloads
+//! cargo run --release --example transfer -- --engine both     # side by side with NOMT
 //! cargo run --release --example transfer -- --accounts-log2 24 --dir /data/pt24 --cold
+//! cargo run --release --example transfer -- --help             # every flag and its default
 //! ```
 //!
-//! Flags: `--accounts-log2 N` (20), `--workloads K` (20), `--transfers T` (25000),
-//! `--fresh P` (25), `--dir PATH` (a temporary directory, deleted at the end; an
-//! explicit one is kept and reused when it holds the same accounts), `--workers W`
-//! (commit workers; one per CPU), `--threads E` (1), `--lookahead L` (0),
-//! `--page-cache-mib M` and `--value-cache-mib M` (`Options`' defaults), `--cold` (drop the OS
-//! page cache before each workload; needs root), `--json` (one JSON object per
-//! workload, then a summary).
+//! With `--engine both`, each engine runs in a child process of its own (so
+//! peak RSS is each one's), and after every workload the two roots must be
+//! equal: both commit to the same trie.
 
+mod nomt_engine;
 mod workload;
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::time::Duration;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use pagetrie::{ImportProgress, Options};
+use clap::{Parser, ValueEnum};
+use nomt_engine::{BoxError, NomtSettings};
+use pagetrie::{Db, ImportProgress, Options};
+use serde_json::{json, Value};
 use workload::{Config, WorkloadStats};
 
-struct Args {
-    log2: u32,
-    workloads: usize,
-    config: Config,
-    dir: Option<PathBuf>,
-    workers: Option<usize>,
-    page_cache_mib: Option<usize>,
-    value_cache_mib: Option<usize>,
-    cold: bool,
-    json: bool,
+/// Which database runs the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Engine {
+    Pagetrie,
+    Nomt,
+    /// Pagetrie, then NOMT, each in a child process; a table with ratios.
+    Both,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut args = Args {
-        log2: 20,
-        workloads: 20,
-        config: Config {
-            transfers: 25_000,
-            fresh_percent: 25,
-            threads: 1,
-            lookahead: 0,
-        },
-        dir: None,
-        workers: None,
-        page_cache_mib: None,
-        value_cache_mib: None,
-        cold: false,
-        json: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        let number = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
-        match flag.as_str() {
-            "--accounts-log2" => args.log2 = number(value()?)?.clamp(1, 40) as u32,
-            "--workloads" => args.workloads = number(value()?)? as usize,
-            "--transfers" => args.config.transfers = number(value()?)? as usize,
-            "--fresh" => args.config.fresh_percent = number(value()?)?.min(100),
-            "--dir" => args.dir = Some(PathBuf::from(value()?)),
-            "--workers" => args.workers = Some(number(value()?)? as usize),
-            "--threads" => args.config.threads = number(value()?)?.max(1) as usize,
-            "--lookahead" => args.config.lookahead = number(value()?)? as usize,
-            "--page-cache-mib" => args.page_cache_mib = Some(number(value()?)? as usize),
-            "--value-cache-mib" => args.value_cache_mib = Some(number(value()?)? as usize),
-            "--cold" => args.cold = true,
-            "--json" => args.json = true,
-            "--help" | "-h" => {
-                println!("see the top of examples/transfer/main.rs for the flags");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown flag {other}; try --help")),
+/// The transfer workload: blocks of transfers between 2^n accounts, each block
+/// committed with a witness; prints its figures.
+#[derive(Parser, Clone, Debug)]
+struct Args {
+    /// Accounts in the database: 2^N.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=40))]
+    accounts_log2: u32,
+    /// Workloads (blocks) to run.
+    #[arg(long, default_value_t = 20)]
+    workloads: usize,
+    /// Transfers per workload.
+    #[arg(long, default_value_t = 25_000)]
+    transfers: usize,
+    /// Percent of transfers whose receiver is a fresh account.
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=100))]
+    fresh: u64,
+    /// Database directory, kept and reused when it holds the same accounts
+    /// [default: a temporary directory, deleted at the end].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Commit workers (NOMT: commit concurrency).
+    #[arg(long, default_value_t = cpus())]
+    workers: usize,
+    /// Execution threads sharing one session.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Transfers ahead whose keys are hinted with warm_up (NOMT: warm-up on).
+    #[arg(long, default_value_t = 0)]
+    lookahead: usize,
+    /// Trie page cache in MiB (NOMT: page cache).
+    #[arg(long, default_value_t = 1024)]
+    page_cache_mib: usize,
+    /// Value cache in MiB (NOMT: leaf cache).
+    #[arg(long, default_value_t = 256)]
+    value_cache_mib: usize,
+    /// Drop the OS page cache before each workload (needs root).
+    #[arg(long)]
+    cold: bool,
+    /// One JSON object per workload, then a summary, instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// The database to measure.
+    #[arg(long, value_enum, default_value_t = Engine::Pagetrie)]
+    engine: Engine,
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Args {
+    fn config(&self) -> Config {
+        Config {
+            transfers: self.transfers,
+            fresh_percent: self.fresh,
+            threads: self.threads.max(1),
+            lookahead: self.lookahead,
         }
     }
-    Ok(args)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse()?;
+/// What one engine's run measured.
+struct Run {
+    stats: Vec<WorkloadStats>,
+    initial_root: [u8; 32],
+    /// Import (or NOMT's fill by commits), if the database was built now.
+    import: Option<Duration>,
+    import_peak_rss: Option<u64>,
+    open: Duration,
+    db_bytes: u64,
+    /// pagetrie only.
+    direct_io: Option<bool>,
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = Args::parse();
+    if args.engine == Engine::Both {
+        return both(&args);
+    }
     let temp;
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
@@ -91,102 +125,176 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             temp.path().to_path_buf()
         }
     };
-    let options = |path: &std::path::Path| {
-        let mut o = Options::new(path);
-        if let Some(mib) = args.page_cache_mib {
-            o = o.page_cache_mib(mib);
-        }
-        if let Some(mib) = args.value_cache_mib {
-            o = o.value_cache_mib(mib);
-        }
-        if let Some(w) = args.workers {
-            o = o.commit_workers(w);
-        }
-        o
+    let run = match args.engine {
+        Engine::Nomt => run_nomt(&args, &dir)?,
+        _ => run_pagetrie(&args, &dir)?,
     };
-
-    let quiet = args.json;
-    let (db, mut accounts, import) = workload::open_or_import(&dir, args.log2, options, |p| {
-        if quiet {
-            return;
-        }
-        let line = match p {
-            ImportProgress::Reading { entries } => format!("reading {entries} accounts"),
-            ImportProgress::Writing { entries, total } => bar(
-                entries as f64 / total.max(1) as f64,
-                &format!("writing {entries}/{total}"),
-            ),
-            _ => String::new(),
-        };
-        eprint!("\rimport: {line}   ");
-    })?;
-    if !quiet {
-        match import {
-            Some(t) => eprintln!(
-                "\rimport: 2^{} accounts in {:.1} s{:40}",
-                args.log2,
-                t.as_secs_f64(),
-                ""
-            ),
-            None => eprintln!("reusing the 2^{} accounts in {}", args.log2, dir.display()),
-        }
+    let summary = summary(&args, &run);
+    if args.json {
+        println!("{}", json!({ "summary": summary }));
+    } else {
+        table(&args, &[(engine_name(args.engine), &summary)]);
     }
-    // Peak RSS is reported for the workloads; the import's is reported apart.
-    let import_peak = import.map(|_| workload::peak_rss_bytes());
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+fn engine_name(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Nomt => "nomt",
+        _ => "pagetrie",
+    }
+}
+
+fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
+    let options = |path: &Path| {
+        Options::new(path)
+            .page_cache_mib(args.page_cache_mib)
+            .value_cache_mib(args.value_cache_mib)
+            .commit_workers(args.workers)
+    };
+    let quiet = args.json;
+    let (db, mut accounts, import) =
+        workload::open_or_import(dir, args.accounts_log2, options, |p| {
+            if quiet {
+                return;
+            }
+            let line = match p {
+                ImportProgress::Reading { entries } => format!("reading {entries} accounts"),
+                ImportProgress::Writing { entries, total } => bar(
+                    entries as f64 / total.max(1) as f64,
+                    &format!("writing {entries}/{total}"),
+                ),
+                _ => String::new(),
+            };
+            eprint!("\rimport: {line}   ");
+        })?;
+    // The import's peak RSS is reported apart from the workloads'.
+    let import_peak_rss = import.map(|_| workload::peak_rss_bytes());
+    announce(args, import, dir);
+    drop(db);
+    let start = Instant::now();
+    let db = Db::open(options(&dir.join("db")))?;
+    let open = start.elapsed();
+    let initial_root = db.root();
+    let direct_io = Some(db.metrics().direct_io);
+    let stats = workloads(args, |config| {
+        Ok(workload::run_workload(&db, &mut accounts, config)?)
+    })?;
+    Ok(Run {
+        stats,
+        initial_root,
+        import,
+        import_peak_rss,
+        open,
+        db_bytes: workload::dir_bytes(&dir.join("db")),
+        direct_io,
+    })
+}
+
+fn run_nomt(args: &Args, dir: &Path) -> Result<Run, BoxError> {
+    let settings = NomtSettings {
+        commit_concurrency: args.workers,
+        page_cache_mib: args.page_cache_mib,
+        leaf_cache_mib: args.value_cache_mib,
+        warm_up: args.lookahead > 0,
+    };
+    let quiet = args.json;
+    let (db, mut accounts, import, open) =
+        nomt_engine::open_or_fill(dir, args.accounts_log2, &settings, |done, total| {
+            if !quiet {
+                let line = bar(done as f64 / total as f64, &format!("{done}/{total}"));
+                eprint!("\rfill by commits: {line}   ");
+            }
+        })?;
+    let import_peak_rss = import.map(|_| workload::peak_rss_bytes());
+    announce(args, import, dir);
+    let initial_root = nomt_engine::root(&db);
+    let stats = workloads(args, |config| {
+        nomt_engine::run_workload(&db, &mut accounts, config)
+    })?;
+    Ok(Run {
+        stats,
+        initial_root,
+        import,
+        import_peak_rss,
+        open,
+        db_bytes: workload::dir_bytes(&nomt_engine::paths(dir).0),
+        direct_io: None,
+    })
+}
+
+fn announce(args: &Args, import: Option<Duration>, dir: &Path) {
+    if args.json {
+        return;
+    }
+    match import {
+        Some(t) => eprintln!(
+            "\rbuilt: 2^{} accounts in {:.1} s{:40}",
+            args.accounts_log2,
+            t.as_secs_f64(),
+            ""
+        ),
+        None => eprintln!(
+            "reusing the 2^{} accounts in {}",
+            args.accounts_log2,
+            dir.display()
+        ),
+    }
+}
+
+/// Runs the workloads, printing each (JSON) or a progress bar.
+fn workloads(
+    args: &Args,
+    mut run: impl FnMut(&Config) -> Result<WorkloadStats, BoxError>,
+) -> Result<Vec<WorkloadStats>, BoxError> {
     workload::reset_peak_rss();
     let cold_ok = !args.cold || workload::drop_os_cache();
     if !cold_ok {
         eprintln!("warning: cannot drop the OS page cache (needs root); --cold has no effect");
     }
-
-    let mut runs: Vec<WorkloadStats> = Vec::new();
+    let config = args.config();
+    let mut runs = Vec::new();
     for i in 0..args.workloads {
         if args.cold && cold_ok {
             workload::drop_os_cache();
         }
-        let stats = workload::run_workload(&db, &mut accounts, &args.config)?;
+        let s = run(&config)?;
         if args.json {
             println!(
-                "{{\"workload\":{i},\"workload_ms\":{:.3},\"commit_and_prove_ms\":{:.3},\"mean_read_ns\":{:.0},\"ssd_reads\":{},\"account_updates\":{},\"bytes_written\":{},\"witness_bytes\":{},\"page_lookups\":{},\"page_loads\":{}}}",
-                ms(stats.total),
-                ms(stats.commit_and_prove),
-                mean_ns(stats.read_time, stats.reads),
-                stats.ssd_reads,
-                stats.account_updates,
-                stats.bytes_written,
-                stats.witness_bytes,
-                stats.page_lookups,
-                stats.page_loads
+                "{}",
+                json!({
+                    "workload": i,
+                    "root": hex(&s.root),
+                    "workload_ms": ms(s.total),
+                    "commit_and_prove_ms": ms(s.commit_and_prove),
+                    "mean_read_ns": mean_ns(s.read_time, s.reads),
+                    "ssd_reads": s.ssd_reads,
+                    "account_updates": s.account_updates,
+                    "bytes_written": s.bytes_written,
+                    "os_read_bytes": s.os_read_bytes,
+                    "os_write_bytes": s.os_write_bytes,
+                    "witness_bytes": s.witness_bytes,
+                    "page_lookups": s.page_lookups,
+                    "page_loads": s.page_loads,
+                })
             );
+            std::io::stdout().flush()?;
         } else {
-            eprint!(
-                "\r{}",
-                bar(
-                    (i + 1) as f64 / args.workloads as f64,
-                    &format!(
-                        "workload {}/{}: {:.0} ms",
-                        i + 1,
-                        args.workloads,
-                        ms(stats.total)
-                    )
-                )
+            let label = format!(
+                "workload {}/{}: {:.0} ms",
+                i + 1,
+                args.workloads,
+                ms(s.total)
             );
+            eprint!("\r{}", bar((i + 1) as f64 / args.workloads as f64, &label));
         }
-        runs.push(stats);
+        runs.push(s);
     }
-    if !quiet {
+    if !args.json {
         eprintln!();
     }
-    let mut s = Summary::of(&runs, workload::db_bytes(&dir), import);
-    s.import_peak_rss_bytes = import_peak;
-    s.direct_io = db.metrics().direct_io;
-    if args.json {
-        println!("{}", s.json());
-    } else {
-        s.table(&args);
-    }
-    std::io::stdout().flush()?;
-    Ok(())
+    Ok(runs)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -195,6 +303,10 @@ fn ms(d: Duration) -> f64 {
 
 fn mean_ns(total: Duration, n: u64) -> f64 {
     total.as_nanos() as f64 / n.max(1) as f64
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn bar(fraction: f64, label: &str) -> String {
@@ -206,171 +318,328 @@ fn bar(fraction: f64, label: &str) -> String {
     )
 }
 
-struct Summary {
-    mean_workload_ms: f64,
-    p50_workload_ms: f64,
-    p99_workload_ms: f64,
-    mean_read_ns: f64,
-    mean_commit_and_prove_ms: f64,
-    /// Trie update and witness, planning, durable write.
-    mean_phase_ms: [f64; 3],
-    reads_per_update: f64,
-    bytes_written_per_workload: f64,
-    witness_bytes_per_workload: f64,
-    page_cache_hit_rate: f64,
-    db_bytes: u64,
-    peak_rss_bytes: u64,
-    import_s: Option<f64>,
-    import_peak_rss_bytes: Option<u64>,
-    /// Whether the data files bypass the OS page cache: if not, "SSD reads" may
-    /// be served from it.
-    direct_io: bool,
+/// The run's figures, as JSON; fields an engine does not measure are null.
+fn summary(args: &Args, run: &Run) -> Value {
+    let runs = &run.stats;
+    let n = runs.len().max(1) as f64;
+    let mut totals: Vec<f64> = runs.iter().map(|r| ms(r.total)).collect();
+    totals.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        totals
+            .get(((totals.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let sum = |f: &dyn Fn(&WorkloadStats) -> u64| runs.iter().map(f).sum::<u64>();
+    let mean_ms =
+        |f: &dyn Fn(&WorkloadStats) -> Duration| runs.iter().map(|r| ms(f(r))).sum::<f64>() / n;
+    let updates = sum(&|r| r.account_updates).max(1) as f64;
+    let pagetrie = run.direct_io.is_some();
+    let only_pagetrie = |v: Value| if pagetrie { v } else { Value::Null };
+    let (lookups, loads) = (sum(&|r| r.page_lookups), sum(&|r| r.page_loads));
+    json!({
+        "engine": if pagetrie { "pagetrie" } else { "nomt" },
+        "accounts_log2": args.accounts_log2,
+        "workloads": runs.len(),
+        "roots": runs.iter().map(|r| hex(&r.root)).collect::<Vec<_>>(),
+        "initial_root": hex(&run.initial_root),
+        "mean_workload_ms": totals.iter().sum::<f64>() / n,
+        "p50_workload_ms": pct(0.5),
+        "p99_workload_ms": pct(0.99),
+        "mean_read_ns": mean_ns(runs.iter().map(|r| r.read_time).sum(), sum(&|r| r.reads)),
+        "mean_commit_and_prove_ms": mean_ms(&|r| r.commit_and_prove),
+        "mean_trie_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[0]))),
+        "mean_plan_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[1]))),
+        "mean_write_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[2]))),
+        "reads_per_update": only_pagetrie(json!(sum(&|r| r.ssd_reads) as f64 / updates)),
+        "os_read_bytes_per_workload": sum(&|r| r.os_read_bytes) as f64 / n,
+        "os_write_bytes_per_workload": sum(&|r| r.os_write_bytes) as f64 / n,
+        "os_write_bytes_per_update": sum(&|r| r.os_write_bytes) as f64 / updates,
+        "bytes_written_per_workload": only_pagetrie(json!(sum(&|r| r.bytes_written) as f64 / n)),
+        "witness_bytes_per_workload": only_pagetrie(json!(sum(&|r| r.witness_bytes) as f64 / n)),
+        // A page the prefetcher loaded counts as a miss of its lookup.
+        "page_cache_hit_rate": only_pagetrie(json!(1.0 - (loads as f64 / lookups.max(1) as f64).min(1.0))),
+        "db_bytes": run.db_bytes,
+        "db_bytes_per_account": run.db_bytes as f64 / (1u64 << args.accounts_log2) as f64,
+        "peak_rss_bytes": workload::peak_rss_bytes(),
+        "import_s": run.import.map(|d| d.as_secs_f64()),
+        "import_peak_rss_bytes": run.import_peak_rss,
+        "open_s": run.open.as_secs_f64(),
+        "direct_io": run.direct_io,
+    })
 }
 
-impl Summary {
-    fn of(runs: &[WorkloadStats], db_bytes: u64, import: Option<Duration>) -> Summary {
-        let n = runs.len().max(1) as f64;
-        let mut totals: Vec<f64> = runs.iter().map(|r| ms(r.total)).collect();
-        totals.sort_by(f64::total_cmp);
-        let pct = |p: f64| {
-            totals
-                .get(((totals.len() as f64 - 1.0) * p).round() as usize)
-                .copied()
-                .unwrap_or(0.0)
-        };
-        let sum = |f: &dyn Fn(&WorkloadStats) -> u64| runs.iter().map(f).sum::<u64>();
-        let (lookups, loads) = (sum(&|r| r.page_lookups), sum(&|r| r.page_loads));
-        Summary {
-            mean_workload_ms: totals.iter().sum::<f64>() / n,
-            p50_workload_ms: pct(0.5),
-            p99_workload_ms: pct(0.99),
-            mean_read_ns: mean_ns(runs.iter().map(|r| r.read_time).sum(), sum(&|r| r.reads)),
-            mean_commit_and_prove_ms: runs.iter().map(|r| ms(r.commit_and_prove)).sum::<f64>() / n,
-            mean_phase_ms: [0, 1, 2].map(|i| runs.iter().map(|r| ms(r.phases[i])).sum::<f64>() / n),
-            reads_per_update: sum(&|r| r.ssd_reads) as f64
-                / sum(&|r| r.account_updates).max(1) as f64,
-            bytes_written_per_workload: sum(&|r| r.bytes_written) as f64 / n,
-            witness_bytes_per_workload: sum(&|r| r.witness_bytes) as f64 / n,
-            // A page the prefetcher loaded counts as a miss of its lookup.
-            page_cache_hit_rate: 1.0 - (loads as f64 / lookups.max(1) as f64).min(1.0),
-            db_bytes,
-            peak_rss_bytes: workload::peak_rss_bytes(),
-            import_s: import.map(|d| d.as_secs_f64()),
-            import_peak_rss_bytes: None,
-            direct_io: false,
+/// One table row: a label and how to show a summary's field.
+struct Row {
+    label: &'static str,
+    field: &'static str,
+    unit: Unit,
+}
+
+#[derive(Clone, Copy)]
+enum Unit {
+    Ms,
+    Ns,
+    Mib,
+    Bytes,
+    Seconds,
+    Ratio,
+    Percent,
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        label: "mean workload",
+        field: "mean_workload_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "p50 workload",
+        field: "p50_workload_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "p99 workload",
+        field: "p99_workload_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "mean read latency",
+        field: "mean_read_ns",
+        unit: Unit::Ns,
+    },
+    Row {
+        label: "mean commit_and_prove",
+        field: "mean_commit_and_prove_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "  trie + witness",
+        field: "mean_trie_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "  plan",
+        field: "mean_plan_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "  durable write",
+        field: "mean_write_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "SSD reads per account update",
+        field: "reads_per_update",
+        unit: Unit::Ratio,
+    },
+    Row {
+        label: "disk read per workload",
+        field: "os_read_bytes_per_workload",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "disk written per workload",
+        field: "os_write_bytes_per_workload",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "disk written per account update",
+        field: "os_write_bytes_per_update",
+        unit: Unit::Bytes,
+    },
+    Row {
+        label: "witness per workload",
+        field: "witness_bytes_per_workload",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "page cache hit rate",
+        field: "page_cache_hit_rate",
+        unit: Unit::Percent,
+    },
+    Row {
+        label: "database on disk",
+        field: "db_bytes",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "  per account",
+        field: "db_bytes_per_account",
+        unit: Unit::Bytes,
+    },
+    Row {
+        label: "peak RSS (workloads)",
+        field: "peak_rss_bytes",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "import (NOMT: fill by commits)",
+        field: "import_s",
+        unit: Unit::Seconds,
+    },
+    Row {
+        label: "open",
+        field: "open_s",
+        unit: Unit::Seconds,
+    },
+];
+
+fn show(v: &Value, unit: Unit) -> String {
+    let Some(x) = v.as_f64() else {
+        return "-".into();
+    };
+    match unit {
+        Unit::Ms => format!("{x:.1} ms"),
+        Unit::Ns => format!("{:.1} us", x / 1e3),
+        Unit::Mib => format!("{:.1} MiB", x / (1 << 20) as f64),
+        Unit::Bytes => format!("{x:.1} B"),
+        Unit::Seconds => format!("{x:.2} s"),
+        Unit::Ratio => format!("{x:.3}"),
+        Unit::Percent => format!("{:.1}%", 100.0 * x),
+    }
+}
+
+/// The figures of one engine, or of two with their ratio.
+fn table(args: &Args, columns: &[(&str, &Value)]) {
+    println!(
+        "transfer workload: 2^{} accounts, {} workloads of {} transfers ({}% fresh), {} thread(s), lookahead {}, {} commit workers{}",
+        args.accounts_log2,
+        args.workloads,
+        args.transfers,
+        args.fresh,
+        args.threads,
+        args.lookahead,
+        args.workers,
+        if args.cold { ", cold OS cache" } else { "" }
+    );
+    let mut header = format!("  {:<32}", "");
+    for (name, _) in columns {
+        header += &format!(" {name:>14}");
+    }
+    if columns.len() == 2 {
+        header += &format!(" {:>9}", "ratio");
+    }
+    println!("{header}");
+    for row in ROWS {
+        let values: Vec<&Value> = columns.iter().map(|(_, s)| &s[row.field]).collect();
+        if values.iter().all(|v| v.is_null()) {
+            continue;
         }
+        let mut line = format!("  {:<32}", row.label);
+        for v in &values {
+            line += &format!(" {:>14}", show(v, row.unit));
+        }
+        if let [a, b] = values.as_slice() {
+            if let (Some(a), Some(b)) = (a.as_f64(), b.as_f64()) {
+                if b != 0.0 {
+                    line += &format!(" {:>8.2}x", a / b);
+                }
+            }
+        }
+        println!("{line}");
     }
-
-    fn json(&self) -> String {
-        format!(
-            "{{\"summary\":true,\"mean_workload_ms\":{:.3},\"p50_workload_ms\":{:.3},\"p99_workload_ms\":{:.3},\"mean_read_ns\":{:.0},\"mean_commit_and_prove_ms\":{:.3},\"mean_trie_ms\":{:.3},\"mean_plan_ms\":{:.3},\"mean_write_ms\":{:.3},\"reads_per_update\":{:.4},\"bytes_written_per_workload\":{:.0},\"witness_bytes_per_workload\":{:.0},\"page_cache_hit_rate\":{:.4},\"db_bytes\":{},\"peak_rss_bytes\":{},\"import_s\":{},\"import_peak_rss_bytes\":{},\"direct_io\":{}}}",
-            self.mean_workload_ms,
-            self.p50_workload_ms,
-            self.p99_workload_ms,
-            self.mean_read_ns,
-            self.mean_commit_and_prove_ms,
-            self.mean_phase_ms[0],
-            self.mean_phase_ms[1],
-            self.mean_phase_ms[2],
-            self.reads_per_update,
-            self.bytes_written_per_workload,
-            self.witness_bytes_per_workload,
-            self.page_cache_hit_rate,
-            self.db_bytes,
-            self.peak_rss_bytes,
-            self.import_s.map_or("null".to_string(), |s| format!("{s:.2}")),
-            self.import_peak_rss_bytes
-                .map_or("null".to_string(), |b| b.to_string()),
-            self.direct_io
-        )
-    }
-
-    fn table(&self, args: &Args) {
-        let accounts = 1u64 << args.log2;
-        let mib = |b: f64| b / (1 << 20) as f64;
-        println!(
-            "transfer workload: 2^{} accounts, {} workloads of {} transfers ({}% fresh), {} thread(s), lookahead {}{}",
-            args.log2,
-            args.workloads,
-            args.config.transfers,
-            args.config.fresh_percent,
-            args.config.threads,
-            args.config.lookahead,
-            if args.cold { ", cold OS cache" } else { "" }
-        );
-        let rows = [
-            ("mean workload", format!("{:.1} ms", self.mean_workload_ms)),
-            (
-                "p50 / p99 workload",
-                format!(
-                    "{:.1} / {:.1} ms",
-                    self.p50_workload_ms, self.p99_workload_ms
-                ),
-            ),
-            ("mean read latency", format!("{:.0} ns", self.mean_read_ns)),
-            (
-                "mean commit_and_prove",
-                format!(
-                    "{:.1} ms ({:.0}% of the workload)",
-                    self.mean_commit_and_prove_ms,
-                    100.0 * self.mean_commit_and_prove_ms / self.mean_workload_ms.max(1e-9)
-                ),
-            ),
-            (
-                "  trie+witness / plan / write",
-                format!(
-                    "{:.1} / {:.1} / {:.1} ms",
-                    self.mean_phase_ms[0], self.mean_phase_ms[1], self.mean_phase_ms[2]
-                ),
-            ),
-            (
-                "SSD reads per account update",
-                format!("{:.3}", self.reads_per_update),
-            ),
-            (
-                "bytes written per workload",
-                format!("{:.1} MiB", mib(self.bytes_written_per_workload)),
-            ),
-            (
-                "witness per workload",
-                format!("{:.1} MiB", mib(self.witness_bytes_per_workload)),
-            ),
-            (
-                "page cache hit rate",
-                format!("{:.1}%", 100.0 * self.page_cache_hit_rate),
-            ),
-            (
-                "database on disk",
-                format!(
-                    "{:.1} MiB ({:.1} bytes per account)",
-                    mib(self.db_bytes as f64),
-                    self.db_bytes as f64 / accounts as f64
-                ),
-            ),
-            (
-                "peak RSS (workloads)",
-                format!("{:.1} MiB", mib(self.peak_rss_bytes as f64)),
-            ),
-            (
-                "import",
-                match (self.import_s, self.import_peak_rss_bytes) {
-                    (Some(s), Some(peak)) => {
-                        format!("{s:.1} s (peak RSS {:.1} MiB)", mib(peak as f64))
-                    }
-                    _ => "reused".to_string(),
-                },
-            ),
-            (
-                "direct I/O",
-                if self.direct_io {
-                    "yes: SSD reads are disk reads".to_string()
+    if let Some((_, s)) = columns.first() {
+        if let Some(direct) = s["direct_io"].as_bool() {
+            println!(
+                "  pagetrie direct I/O: {}",
+                if direct {
+                    "yes"
                 } else {
-                    "no: some SSD reads may be OS cache hits".to_string()
-                },
-            ),
-        ];
-        for (name, value) in rows {
-            println!("  {name:<30} {value}");
+                    "no (tmpfs?): some SSD reads may be OS cache hits"
+                }
+            );
         }
     }
+}
+
+/// Runs pagetrie, then NOMT, each as a child with `--json`; checks their roots
+/// agree after every workload and prints both with the ratios.
+fn both(args: &Args) -> Result<(), BoxError> {
+    let temp = tempfile::Builder::new()
+        .prefix("pagetrie-transfer-")
+        .tempdir()?;
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    let mut summaries = Vec::new();
+    for engine in [Engine::Pagetrie, Engine::Nomt] {
+        eprintln!("running {}...", engine_name(engine));
+        summaries.push(child(args, engine, &dir)?);
+    }
+    let (p, n) = (&summaries[0], &summaries[1]);
+    let roots_checked = args.threads <= 1;
+    let disagree = p["initial_root"] != n["initial_root"] || p["roots"] != n["roots"];
+    if roots_checked && disagree {
+        return Err(format!(
+            "ROOT MISMATCH: pagetrie and NOMT disagree (initial {} vs {}); a reused --dir must hold the same state for both",
+            p["initial_root"], n["initial_root"]
+        )
+        .into());
+    }
+    if args.json {
+        println!("{}", json!({ "pagetrie": p, "nomt": n }));
+    } else {
+        table(args, &[("pagetrie", p), ("nomt", n)]);
+        match roots_checked {
+            true => println!(
+                "  roots: equal after all {} workloads ({})",
+                args.workloads,
+                p["roots"].as_array().and_then(|r| r.last()).and_then(Value::as_str).unwrap_or("none")
+            ),
+            false => println!("  roots: not compared (execution threads race on shared accounts, so each engine's balances differ)"),
+        }
+    }
+    Ok(())
+}
+
+/// Runs this program with `engine` and `--json`; returns its summary.
+fn child(args: &Args, engine: Engine, dir: &Path) -> Result<Value, BoxError> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args(["--engine", engine_name(engine), "--json"])
+        .args(["--accounts-log2", &args.accounts_log2.to_string()])
+        .args(["--workloads", &args.workloads.to_string()])
+        .args(["--transfers", &args.transfers.to_string()])
+        .args(["--fresh", &args.fresh.to_string()])
+        .args(["--workers", &args.workers.to_string()])
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--lookahead", &args.lookahead.to_string()])
+        .args(["--page-cache-mib", &args.page_cache_mib.to_string()])
+        .args(["--value-cache-mib", &args.value_cache_mib.to_string()])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::piped());
+    if args.cold {
+        command.arg("--cold");
+    }
+    let mut child = command.spawn()?;
+    let stdout = child.stdout.take().ok_or("no child stdout")?;
+    let mut summary = None;
+    for line in BufReader::new(stdout).lines() {
+        let value: Value = serde_json::from_str(&line?)?;
+        if let Some(i) = value["workload"].as_u64() {
+            eprint!(
+                "\r{}",
+                bar(
+                    (i + 1) as f64 / args.workloads as f64,
+                    &format!(
+                        "workload {}/{}: {:.0} ms",
+                        i + 1,
+                        args.workloads,
+                        value["workload_ms"].as_f64().unwrap_or(0.0)
+                    )
+                )
+            );
+        } else if !value["summary"].is_null() {
+            summary = Some(value["summary"].clone());
+        }
+    }
+    eprintln!();
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(format!("the {} run failed: {status}", engine_name(engine)).into());
+    }
+    summary.ok_or_else(|| "no summary from the child".into())
 }

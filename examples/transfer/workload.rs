@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pagetrie::{Db, Error, ImportProgress, Metrics, Options, Session};
+use pagetrie::{Db, Error, ImportProgress, Metrics, Options};
 
 /// The key of account `id`.
 pub fn account_key(id: u64) -> [u8; 32] {
@@ -41,8 +41,18 @@ pub struct Accounts {
 }
 
 impl Accounts {
+    /// The state of a database just filled with `2^log2` accounts.
+    pub fn fresh(state_path: PathBuf, log2: u32) -> Accounts {
+        Accounts {
+            state_path,
+            log2,
+            next_id: 1 << log2,
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
     /// Durably, so that after a crash no id committed before is handed out again.
-    fn save(&self) -> std::io::Result<()> {
+    pub fn save(&self) -> std::io::Result<()> {
         let text = format!("accounts_log2 {}\nnext_id {}\n", self.log2, self.next_id);
         let tmp = self.state_path.with_extension("tmp");
         let mut file = std::fs::File::create(&tmp)?;
@@ -55,7 +65,9 @@ impl Accounts {
         Ok(())
     }
 
-    fn load(state_path: &Path, log2: u32) -> Option<Accounts> {
+    /// The state of the database whose state file is `state_path`, if it
+    /// holds `2^log2` accounts.
+    pub fn load(state_path: &Path, log2: u32) -> Option<Accounts> {
         let text = std::fs::read_to_string(state_path).ok()?;
         let mut fields = text.lines().map(|l| l.split_once(' '));
         let stored_log2: u32 = fields.next()??.1.parse().ok()?;
@@ -107,12 +119,7 @@ pub fn open_or_import(
     let entries = (0..1u64 << log2).map(|id| (account_key(id), balance.to_vec()));
     let db = Db::import(options(&db_path), entries, &mut progress)?;
     let took = start.elapsed();
-    let accounts = Accounts {
-        state_path,
-        log2,
-        next_id: 1 << log2,
-        rng: 0x9e37_79b9_7f4a_7c15,
-    };
+    let accounts = Accounts::fresh(state_path, log2);
     accounts.save()?;
     Ok((db, accounts, Some(took)))
 }
@@ -136,6 +143,116 @@ pub struct WorkloadStats {
     pub page_loads: u64,
     /// The commit's phases: trie update and witness, planning, durable write.
     pub phases: [Duration; 3],
+    /// Bytes the process read from and wrote to storage (/proc/self/io), for
+    /// comparing engines by one measure.
+    pub os_read_bytes: u64,
+    pub os_write_bytes: u64,
+    /// The root after the workload.
+    pub root: [u8; 32],
+}
+
+/// The next workload's transfers `(sender, receiver)`, recorded durably so no
+/// fresh id is handed out twice, even after a crash.
+pub fn plan_transfers(
+    accounts: &mut Accounts,
+    config: &Config,
+) -> std::io::Result<Vec<(u64, u64)>> {
+    let existing = accounts.next_id;
+    let transfers = (0..config.transfers)
+        .map(|_| {
+            let sender = accounts.next_random() % existing;
+            let receiver = if accounts.next_random() % 100 < config.fresh_percent {
+                accounts.next_id += 1;
+                accounts.next_id - 1
+            } else {
+                accounts.next_random() % existing
+            };
+            (sender, receiver)
+        })
+        .collect();
+    accounts.save()?;
+    Ok(transfers)
+}
+
+/// Storage bytes read and written by this process so far (Linux; zeros
+/// elsewhere).
+pub fn os_io_bytes() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("read_bytes:"), field("write_bytes:"))
+}
+
+/// Runs `execute` on `threads` threads over slices of `transfers`; returns
+/// the summed read time and read count.
+pub fn on_threads<E: Send>(
+    transfers: &[(u64, u64)],
+    threads: usize,
+    execute: impl Fn(&[(u64, u64)]) -> Result<(Duration, u64), E> + Sync,
+) -> Result<(Duration, u64), E> {
+    let per_thread = transfers.len().div_ceil(threads.max(1)).max(1);
+    let results: Vec<Result<(Duration, u64), E>> = std::thread::scope(|s| {
+        let handles: Vec<_> = transfers
+            .chunks(per_thread)
+            .map(|slice| {
+                let execute = &execute;
+                s.spawn(move || execute(slice))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("an execution thread panicked"))
+            .collect()
+    });
+    let (mut time, mut reads) = (Duration::ZERO, 0);
+    for result in results {
+        let (t, r) = result?;
+        time += t;
+        reads += r;
+    }
+    Ok((time, reads))
+}
+
+/// One thread's transfers against `read`, `write` and `warm_up`; returns the
+/// time spent in reads and their number.
+pub fn execute_transfers<E>(
+    transfers: &[(u64, u64)],
+    lookahead: usize,
+    warm_up: impl Fn(&[u8; 32]),
+    mut read: impl FnMut(&[u8; 32]) -> Result<Option<Vec<u8>>, E>,
+    mut write: impl FnMut([u8; 32], Vec<u8>),
+) -> Result<(Duration, u64), E> {
+    let warm = |i: usize| {
+        if let Some(&(from, to)) = transfers.get(i) {
+            warm_up(&account_key(from));
+            warm_up(&account_key(to));
+        }
+    };
+    (0..lookahead).for_each(warm);
+    let (mut read_time, mut reads) = (Duration::ZERO, 0);
+    let mut balance = |key: &[u8; 32]| -> Result<u64, E> {
+        let start = Instant::now();
+        let value = read(key)?;
+        read_time += start.elapsed();
+        reads += 1;
+        Ok(value
+            .and_then(|v| v.try_into().ok())
+            .map_or(0, u64::from_be_bytes))
+    };
+    for (i, &(from, to)) in transfers.iter().enumerate() {
+        if lookahead > 0 {
+            warm(i + lookahead);
+        }
+        let (from, to) = (account_key(from), account_key(to));
+        let sender = balance(&from)?;
+        let receiver = balance(&to)?;
+        write(from, sender.wrapping_sub(1).to_be_bytes().to_vec());
+        write(to, receiver.wrapping_add(1).to_be_bytes().to_vec());
+    }
+    Ok((read_time, reads))
 }
 
 fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
@@ -158,90 +275,37 @@ pub fn run_workload(
     accounts: &mut Accounts,
     config: &Config,
 ) -> Result<WorkloadStats, Error> {
-    let existing = accounts.next_id;
-    let transfers: Vec<(u64, u64)> = (0..config.transfers)
-        .map(|_| {
-            let sender = accounts.next_random() % existing;
-            let receiver = if accounts.next_random() % 100 < config.fresh_percent {
-                accounts.next_id += 1;
-                accounts.next_id - 1
-            } else {
-                accounts.next_random() % existing
-            };
-            (sender, receiver)
-        })
-        .collect();
-    // Recorded before the commit: ids are never handed out twice, even after a crash.
-    accounts.save()?;
-
+    let transfers = plan_transfers(accounts, config)?;
     let before = db.metrics();
+    let os_before = os_io_bytes();
     let start = Instant::now();
     let session = db.begin_session();
-    let threads = config.threads.max(1);
-    let per_thread = transfers.len().div_ceil(threads);
-    let results: Vec<Result<(Duration, u64), Error>> = std::thread::scope(|s| {
-        let handles: Vec<_> = transfers
-            .chunks(per_thread.max(1))
-            .map(|slice| {
-                let session = &session;
-                s.spawn(move || execute(session, slice, config.lookahead))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Err(Error::Poisoned)))
-            .collect()
-    });
-    let mut stats = WorkloadStats::default();
-    for result in results {
-        let (time, reads) = result?;
-        stats.read_time += time;
-        stats.reads += reads;
-    }
+    let (read_time, reads) = on_threads(&transfers, config.threads, |slice| {
+        execute_transfers(
+            slice,
+            config.lookahead,
+            |k| session.warm_up(k),
+            |k| session.read(k),
+            |k, v| session.write(k, Some(v)),
+        )
+    })?;
+    let mut stats = WorkloadStats {
+        read_time,
+        reads,
+        ..WorkloadStats::default()
+    };
     let commit_start = Instant::now();
     let out = session.commit_and_prove()?;
     stats.commit_and_prove = commit_start.elapsed();
     stats.total = start.elapsed();
     stats.witness_bytes = out.witness.encoded_len() as u64;
     stats.account_updates = out.witness.writes.len() as u64;
+    stats.root = out.root;
+    let os_after = os_io_bytes();
+    stats.os_read_bytes = os_after.0 - os_before.0;
+    stats.os_write_bytes = os_after.1 - os_before.1;
     delta(&before, &db.metrics(), &mut stats);
     Ok(stats)
-}
-
-/// One thread's transfers; returns the time spent in reads and their number.
-fn execute(
-    session: &Session,
-    transfers: &[(u64, u64)],
-    lookahead: usize,
-) -> Result<(Duration, u64), Error> {
-    let warm = |i: usize| {
-        if let Some(&(from, to)) = transfers.get(i) {
-            session.warm_up(&account_key(from));
-            session.warm_up(&account_key(to));
-        }
-    };
-    (0..lookahead).for_each(warm);
-    let (mut read_time, mut reads) = (Duration::ZERO, 0);
-    let mut balance = |key: &[u8; 32]| -> Result<u64, Error> {
-        let start = Instant::now();
-        let value = session.read(key)?;
-        read_time += start.elapsed();
-        reads += 1;
-        Ok(value
-            .and_then(|v| v.try_into().ok())
-            .map_or(0, u64::from_be_bytes))
-    };
-    for (i, &(from, to)) in transfers.iter().enumerate() {
-        if lookahead > 0 {
-            warm(i + lookahead);
-        }
-        let (from, to) = (account_key(from), account_key(to));
-        let sender = balance(&from)?;
-        let receiver = balance(&to)?;
-        session.write(from, Some(sender.wrapping_sub(1).to_be_bytes().to_vec()));
-        session.write(to, Some(receiver.wrapping_add(1).to_be_bytes().to_vec()));
-    }
-    Ok((read_time, reads))
 }
 
 /// Drops the OS page cache; false if not permitted.
@@ -252,13 +316,19 @@ pub fn drop_os_cache() -> bool {
         && std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
 }
 
-/// Bytes the database's files take.
-pub fn db_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir.join("db"))
+/// Bytes the files under `path` take (allocated blocks, so preallocated
+/// space counts and holes do not).
+pub fn dir_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(path)
         .map(|entries| {
             entries
-                .filter_map(|e| e.ok()?.metadata().ok())
-                .map(|m| m.len())
+                .filter_map(|e| e.ok())
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+                    Ok(m) => m.blocks() * 512,
+                    Err(_) => 0,
+                })
                 .sum()
         })
         .unwrap_or(0)

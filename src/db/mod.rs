@@ -326,15 +326,9 @@ impl Shared {
     }
 }
 
-/// A seed for the stores' RAM fingerprints that an attacker cannot predict.
+/// A seed for the stores' RAM fingerprints that an attacker cannot predict:
+/// std's `RandomState` draws its keys from the OS's randomness.
 fn random_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let mut input = [0u8; 24];
-    input[..16].copy_from_slice(&nanos.to_le_bytes());
-    input[16..20].copy_from_slice(&std::process::id().to_le_bytes());
-    let mut seed = [0u8; 8];
-    seed.copy_from_slice(&blake3::hash(&input).as_bytes()[..8]);
-    u64::from_le_bytes(seed)
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
 }

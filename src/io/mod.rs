@@ -27,6 +27,7 @@ use crate::block::{Block, BlockBuf};
 
 /// Which I/O engine runs a database's reads and writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IoBackend {
     /// io_uring where it can be set up, the thread pool otherwise.
     #[default]
