@@ -15,6 +15,11 @@ use crate::Error;
 
 /// Where one or more proven paths end: a leaf or an empty subtree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "borsh",
+    derive(borsh::BorshSerialize, borsh::BorshDeserialize)
+)]
 pub struct MultiTerminal {
     /// Depth of the terminal node (0 is the root).
     pub depth: u16,
@@ -52,6 +57,11 @@ impl MultiTerminal {
 /// order, the root of every subtree hanging off the union of the paths; a node that
 /// lies on another path is computed, not stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "borsh",
+    derive(borsh::BorshSerialize, borsh::BorshDeserialize)
+)]
 pub struct MultiProof {
     /// Where the paths end, sorted by position, none inside another.
     pub terminals: Vec<MultiTerminal>,

@@ -10,6 +10,11 @@ use crate::Error;
 
 /// A leaf's preimage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "borsh",
+    derive(borsh::BorshSerialize, borsh::BorshDeserialize)
+)]
 pub struct LeafData {
     /// The key path stored in the leaf.
     pub key_path: KeyPath,
@@ -30,6 +35,11 @@ impl LeafData {
 /// It proves the key present (the terminal is the key's own leaf) or absent (a
 /// terminator, or another key's leaf, sits where the key's path ends).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "borsh",
+    derive(borsh::BorshSerialize, borsh::BorshDeserialize)
+)]
 pub struct PathProof {
     /// The terminal: `Some` leaf or `None` for a terminator.
     pub terminal: Option<LeafData>,

@@ -24,6 +24,11 @@ use crate::Error;
 /// # Ok::<(), pagetrie::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "borsh",
+    derive(borsh::BorshSerialize, borsh::BorshDeserialize)
+)]
 pub struct Witness {
     /// Paths of every key read or written, against the previous root.
     pub proof: MultiProof,
