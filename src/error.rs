@@ -26,7 +26,22 @@ pub enum Error {
     /// field is its length.
     ValueTooLarge(usize),
     /// Stored data failed a check (checksum, magic, bounds).
-    Corrupt(&'static str),
+    Corrupt {
+        /// The check that failed.
+        what: &'static str,
+        /// The file, where known: `pages`, `buckets`, `overflow`, `meta`,
+        /// `wal0` or `wal1`.
+        file: Option<&'static str>,
+        /// The 4 KiB block of that file, where known.
+        block: Option<u64>,
+    },
+    /// A commit would change more blocks than one commit can hold.
+    CommitTooLarge {
+        /// Blocks the commit would write.
+        blocks: usize,
+    },
+    /// The crate broke one of its own rules; nothing was written. Please report it.
+    Internal(&'static str),
     /// A session was committed after another commit moved the root it started
     /// from; its writes were not applied.
     StaleSession,
@@ -37,10 +52,19 @@ pub enum Error {
     /// An earlier write failed; the database refuses all operations until reopened,
     /// and reopening yields its last durable state.
     Poisoned,
-    /// An I/O error. From a commit: the commit was not applied, and reopening
-    /// finds the state before it.
+    /// An I/O error: what was being done, on which file, and the operating
+    /// system's error ([`core::error::Error::source`] returns it). From a
+    /// commit: the commit was not applied, and reopening finds the state
+    /// before it.
     #[cfg(feature = "std")]
-    Io(std::io::Error),
+    Io {
+        /// What was being done: "reading", "writing", "syncing", ...
+        doing: &'static str,
+        /// The file's name in the database directory, or the path, where known.
+        file: Option<alloc::string::String>,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// A commit failed after it became durable (the inner error says how):
     /// reopening finds it applied. The handle is poisoned.
     #[cfg(feature = "std")]
@@ -55,8 +79,49 @@ pub enum Error {
 
 #[cfg(feature = "std")]
 impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Error {
-        Error::Io(e)
+    fn from(source: std::io::Error) -> Error {
+        Error::Io {
+            doing: "I/O",
+            file: None,
+            source,
+        }
+    }
+}
+
+impl Error {
+    /// A failed check on stored data, before its place is known.
+    pub(crate) const fn corrupt(what: &'static str) -> Error {
+        Error::Corrupt {
+            what,
+            file: None,
+            block: None,
+        }
+    }
+
+    /// `self`, placed at `block` of `file` if it is corruption not yet placed.
+    pub(crate) fn at(self, file: &'static str, block: u64) -> Error {
+        match self {
+            Error::Corrupt {
+                what,
+                file: None,
+                block: None,
+            } => Error::Corrupt {
+                what,
+                file: Some(file),
+                block: Some(block),
+            },
+            other => other,
+        }
+    }
+
+    /// An I/O error while `doing` something to `file`.
+    #[cfg(feature = "std")]
+    pub(crate) fn io(doing: &'static str, file: &str, source: std::io::Error) -> Error {
+        Error::Io {
+            doing,
+            file: Some(file.into()),
+            source,
+        }
     }
 }
 
@@ -75,7 +140,23 @@ impl fmt::Display for Error {
                 "value of {len} bytes exceeds the limit of {} bytes",
                 crate::MAX_VALUE_LEN
             ),
-            Error::Corrupt(what) => write!(f, "corrupt data: {what}"),
+            Error::Corrupt { what, file, block } => {
+                f.write_str("corrupt data")?;
+                if let Some(file) = file {
+                    write!(f, " in {file}")?;
+                }
+                if let Some(block) = block {
+                    write!(f, " at block {block}")?;
+                }
+                write!(f, ": {what}")
+            }
+            Error::CommitTooLarge { blocks } => {
+                write!(
+                    f,
+                    "a commit of {blocks} blocks is more than one commit holds"
+                )
+            }
+            Error::Internal(what) => write!(f, "internal error (please report): {what}"),
             Error::StaleSession => f.write_str(
                 "session is stale: another commit landed after it began; begin a new session",
             ),
@@ -85,7 +166,14 @@ impl fmt::Display for Error {
             }
             Error::Poisoned => f.write_str("a write failed earlier; reopen the database"),
             #[cfg(feature = "std")]
-            Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::Io {
+                doing,
+                file,
+                source,
+            } => match file {
+                Some(file) => write!(f, "{doing} {file}: {source}"),
+                None => write!(f, "{doing}: {source}"),
+            },
             #[cfg(feature = "std")]
             Error::CommitDurable(e) => {
                 write!(f, "the commit is durable, but then failed ({e}); reopen")
@@ -103,7 +191,7 @@ impl core::error::Error for Error {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
         match self {
             #[cfg(feature = "std")]
-            Error::Io(e) => Some(e),
+            Error::Io { source, .. } => Some(source),
             #[cfg(feature = "std")]
             Error::CommitDurable(e) | Error::CommitInDoubt(e) => Some(&**e),
             _ => None,

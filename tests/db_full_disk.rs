@@ -111,7 +111,12 @@ fn a_full_disk_fails_a_commit_that_is_then_never_found() {
     }
     let failure = failure.expect("the disk never filled");
     match &failure {
-        Error::Io(e) => assert_eq!(e.raw_os_error(), Some(ENOSPC), "{e}"),
+        Error::Io { file, source, .. } => {
+            assert_eq!(source.raw_os_error(), Some(ENOSPC), "{failure}");
+            assert!(file.is_some(), "the error names no file: {failure}");
+            let cause = std::error::Error::source(&failure).expect("a source");
+            assert!(cause.downcast_ref::<std::io::Error>().is_some());
+        }
         other => panic!("a full disk must fail a commit undone: {other:?}"),
     }
     assert!(model.len() > 200, "no commit fitted");

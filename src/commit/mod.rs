@@ -50,11 +50,11 @@ pub(crate) fn update_trie(
             let all = tree.values.entries_with_prefix(tree.store, &[0; 32], 0)?;
             let root = crate::trie::build_subtree(&all, 0, &mut crate::trie::Discard);
             if root != *prev_root {
-                return Err(Error::Corrupt("the value store disagrees with the root"));
+                return Err(Error::corrupt("the value store disagrees with the root"));
             }
             Old::Entries(all)
         }
-        None => return Err(Error::Corrupt("the root page is missing")),
+        None => return Err(Error::corrupt("the root page is missing")),
     };
     let mut main = Worker::new(tree);
     if let Old::Page(page) = &old {

@@ -143,11 +143,11 @@ impl<'a> Worker<'a> {
             return Ok(Old::Entries(self.entries(key, id.root_depth(), node)?));
         }
         if NodeKind::of(node) != NodeKind::Internal {
-            return Err(Error::Corrupt("a page is stored under a leaf"));
+            return Err(Error::corrupt("a page is stored under a leaf"));
         }
         match self.tree.pages.get(self.tree.store, id)? {
             Some(page) => Ok(Old::Page(page)),
-            None => Err(Error::Corrupt("a page marked stored is missing")),
+            None => Err(Error::corrupt("a page marked stored is missing")),
         }
     }
 
@@ -176,7 +176,7 @@ impl<'a> Worker<'a> {
             _ => found.len() >= 2,
         };
         if !agrees {
-            return Err(Error::Corrupt("the value store disagrees with the trie"));
+            return Err(Error::corrupt("the value store disagrees with the trie"));
         }
         self.entries.insert((depth, at), found.clone());
         Ok(found)
@@ -199,7 +199,7 @@ impl<'a> Worker<'a> {
                     .ok()
                     .and_then(|n| n.checked_add(delta))
                     .and_then(|n| u64::try_from(n).ok())
-                    .ok_or(Error::Corrupt("page leaf count"))?;
+                    .ok_or(Error::corrupt("page leaf count"))?;
                 let stored = leaves >= STORE_MIN_LEAVES;
                 if stored {
                     page.set_leaves(leaves);
@@ -332,7 +332,7 @@ impl<'a> Worker<'a> {
 
 fn child_id(id: &PageId, index: u8) -> Result<PageId, Error> {
     id.child(index)
-        .ok_or(Error::Corrupt("a page below the deepest level"))
+        .ok_or(Error::corrupt("a page below the deepest level"))
 }
 
 /// Whether child page `index` of `page` is stored.

@@ -19,6 +19,8 @@ const O_DIRECT: i32 = 0;
 pub(crate) struct DataFile {
     file: File,
     direct: bool,
+    /// The file's name, for errors.
+    name: String,
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<std::sync::Arc<super::faults::Faults>>,
 }
@@ -26,7 +28,11 @@ pub(crate) struct DataFile {
 impl DataFile {
     /// Opens (creating if absent) `path` for reading and writing, bypassing the OS
     /// page cache when the filesystem supports O_DIRECT (tmpfs does not).
-    pub(crate) fn open(path: &Path) -> io::Result<DataFile> {
+    pub(crate) fn open(path: &Path) -> Result<DataFile, Error> {
+        DataFile::open_io(path).map_err(|e| Error::io("opening", &path.display().to_string(), e))
+    }
+
+    fn open_io(path: &Path) -> io::Result<DataFile> {
         let mut options = OpenOptions::new();
         options.read(true).write(true).create(true).truncate(false);
         let (file, direct) = if O_DIRECT == 0 {
@@ -41,9 +47,18 @@ impl DataFile {
         Ok(DataFile {
             file,
             direct,
+            name: path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
             #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         })
+    }
+
+    /// The file's name in its directory.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
     }
 
     /// Whether reads and writes bypass the OS page cache.
@@ -75,7 +90,7 @@ impl DataFile {
     }
 
     /// Makes every completed write durable.
-    pub(crate) fn sync(&self) -> io::Result<()> {
+    fn sync_io(&self) -> io::Result<()> {
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             f.before_sync()?;
@@ -87,14 +102,14 @@ impl DataFile {
     }
 
     /// File length in whole blocks (a torn tail block does not count).
-    pub(crate) fn blocks(&self) -> io::Result<u64> {
+    fn blocks_io(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len() / BLOCK_SIZE as u64)
     }
 
     /// Cuts the file to `blocks` blocks if it is longer; the new length is made
     /// durable by a later sync, or not at all (callers must not depend on it).
-    pub(crate) fn shrink_to(&self, blocks: u64) -> io::Result<()> {
-        if self.blocks()? > blocks {
+    fn shrink_to_io(&self, blocks: u64) -> io::Result<()> {
+        if self.blocks_io()? > blocks {
             self.file.set_len(blocks * BLOCK_SIZE as u64)?;
         }
         Ok(())
@@ -102,7 +117,7 @@ impl DataFile {
 
     /// Allocates disk space for the file's first `blocks` blocks, extending it
     /// if shorter, so that writing them cannot fail for want of space.
-    pub(crate) fn reserve(&self, blocks: u64) -> io::Result<()> {
+    fn reserve_io(&self, blocks: u64) -> io::Result<()> {
         let len = blocks * BLOCK_SIZE as u64;
         let now = self.file.metadata()?.len();
         if now >= len {
@@ -131,7 +146,7 @@ impl DataFile {
 
     /// Cuts the file to nothing and makes that durable: a log erased this way
     /// is never replayed.
-    pub(crate) fn erase(&self) -> io::Result<()> {
+    fn erase_io(&self) -> io::Result<()> {
         self.file.set_len(0)?;
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
@@ -143,6 +158,40 @@ impl DataFile {
         self.file.sync_all()
     }
 
+    /// Makes every completed write durable.
+    pub(crate) fn sync(&self) -> Result<(), Error> {
+        self.sync_io().map_err(self.failed("syncing"))
+    }
+
+    /// File length in whole blocks (a torn tail block does not count).
+    pub(crate) fn blocks(&self) -> Result<u64, Error> {
+        self.blocks_io().map_err(self.failed("measuring"))
+    }
+
+    /// Cuts the file to `blocks` blocks if it is longer; the new length is made
+    /// durable by a later sync, or not at all (callers must not depend on it).
+    pub(crate) fn shrink_to(&self, blocks: u64) -> Result<(), Error> {
+        self.shrink_to_io(blocks).map_err(self.failed("cutting"))
+    }
+
+    /// Allocates disk space for the file's first `blocks` blocks, extending it
+    /// if shorter, so that writing them cannot fail for want of space.
+    pub(crate) fn reserve(&self, blocks: u64) -> Result<(), Error> {
+        self.reserve_io(blocks)
+            .map_err(self.failed("allocating space in"))
+    }
+
+    /// Cuts the file to nothing and makes that durable: a log erased this way
+    /// is never replayed.
+    pub(crate) fn erase(&self) -> Result<(), Error> {
+        self.erase_io().map_err(self.failed("erasing"))
+    }
+
+    /// Turns an I/O error on this file into an [`Error`] that names it.
+    fn failed(&self, doing: &'static str) -> impl FnOnce(io::Error) -> Error + '_ {
+        move |e| Error::io(doing, &self.name, e)
+    }
+
     /// Unchecked raw access for the fault injector, which must bypass itself.
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) fn raw(&self) -> &File {
@@ -151,13 +200,15 @@ impl DataFile {
 }
 
 /// Makes the names of files created in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("syncing the directory", &dir.display().to_string(), e))
 }
 
 /// Creates `dir` and its missing ancestors, syncing the directory that holds
 /// each new one, so that no created directory can vanish in a power loss.
-pub(crate) fn create_dir_durable(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_dir_durable(dir: &Path) -> Result<(), Error> {
     if dir.is_dir() {
         return Ok(());
     }
@@ -168,7 +219,7 @@ pub(crate) fn create_dir_durable(dir: &Path) -> io::Result<()> {
     create_dir_durable(parent)?;
     match std::fs::create_dir(dir) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(e),
+        Err(e) => Err(Error::io("creating", &dir.display().to_string(), e)),
         Ok(()) => sync_dir(parent),
     }
 }

@@ -24,6 +24,7 @@ use crossbeam_channel::{Receiver, Sender};
 pub(crate) use file::{create_dir_durable, sync_dir, DataFile, DirLock, LOCK_FILE};
 
 use crate::block::{Block, BlockBuf};
+use crate::Error;
 
 /// Which I/O engine runs a database's reads and writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,6 +44,16 @@ pub enum IoBackend {
 pub(crate) enum Op {
     Read,
     Write,
+}
+
+impl Op {
+    /// For errors: what a failed job was doing.
+    fn doing(self) -> &'static str {
+        match self {
+            Op::Read => "reading",
+            Op::Write => "writing",
+        }
+    }
 }
 
 /// One block to move between memory and a file.
@@ -153,45 +164,48 @@ impl Io {
     pub(crate) fn run_all(
         &self,
         jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, BlockBuf)>,
-    ) -> io::Result<Vec<BlockBuf>> {
+    ) -> Result<Vec<BlockBuf>, Error> {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let mut count = 0;
+        // Each job's file and direction, to say where a failure was.
+        let mut what = Vec::new();
         for (file, op, offset, block) in jobs {
+            what.push((file.clone(), op));
             self.submit(Job {
                 file,
                 op,
                 offset,
                 block,
-                tag: count,
+                tag: what.len() as u64 - 1,
                 reply: tx.clone(),
             });
-            count += 1;
         }
         drop(tx);
+        let count = what.len();
         let mut slots: Vec<Option<BlockBuf>> = (0..count).map(|_| None).collect();
         let mut first_error = None;
-        for done in rx.iter().take(count as usize) {
+        for done in rx.iter().take(count) {
             if let Err(e) = done.result {
-                first_error.get_or_insert(e);
+                first_error.get_or_insert((done.tag as usize, e));
             }
             slots[done.tag as usize] = Some(done.block);
         }
-        if let Some(e) = first_error {
-            return Err(e);
+        if let Some((tag, e)) = first_error {
+            let (file, op) = &what[tag];
+            return Err(Error::io(op.doing(), file.name(), e));
         }
         slots
             .into_iter()
-            .map(|b| b.ok_or_else(|| io::Error::other("I/O engine dropped a job")))
+            .map(|b| b.ok_or(Error::Internal("an I/O job never answered")))
             .collect()
     }
 
-    /// Reads one block on the calling thread and waits for it. A lone read gains
-    /// nothing from the ring, and handing it to the engine's thread and back costs
-    /// two wake-ups per read.
-    pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> io::Result<BlockBuf> {
+    /// Reads one block on the calling thread: a lone read skips the hand-off
+    /// to the engine's threads.
+    pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> Result<BlockBuf, Error> {
         let mut block = Block::for_read();
         count(&self.counters, Op::Read);
-        file.read_block(&mut block, offset)?;
+        file.read_block(&mut block, offset)
+            .map_err(|e| Error::io("reading", file.name(), e))?;
         Ok(block)
     }
 }

@@ -101,9 +101,9 @@ impl PageStore {
                     continue;
                 }
                 let page = Page::from_block(block);
-                let id = page.verified_id()?;
+                let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
                 if !seen.insert(id) {
-                    return Err(Error::Corrupt("page stored twice"));
+                    return Err(Error::corrupt("page stored twice").at("pages", slot));
                 }
                 slots.index.insert(&id, stored_slot(slot)?);
                 cache.insert(id, Arc::new(page));
@@ -200,7 +200,7 @@ impl PageStore {
                 Some(page) => Ok(page.clone()),
                 None => read
                     .remove(&slot)
-                    .unwrap_or(Err(Error::Corrupt("page slot read twice")))
+                    .unwrap_or(Err(Error::corrupt("page slot read twice")))
                     .map(|b| Arc::new(Page::from_block(b))),
             })?;
             let page = found.map(|(_, page)| page);
@@ -341,7 +341,7 @@ fn find(
 ) -> Result<Option<(u32, Arc<Page>)>, Error> {
     for &slot in candidates {
         let page = page_at(slot)?;
-        if page.verified_id()? == *id {
+        if page.verified_id().map_err(|e| e.at("pages", slot as u64))? == *id {
             return Ok(Some((slot, page)));
         }
     }

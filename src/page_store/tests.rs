@@ -197,10 +197,10 @@ fn a_page_whose_stored_id_is_damaged_is_an_error_not_absent() {
     file.read_exact_at(&mut byte, at).unwrap();
     file.write_all_at(&[byte[0] ^ 0x20], at).unwrap();
     file.sync_all().unwrap();
-    assert!(matches!(pages.get(&store, &id), Err(Error::Corrupt(_))));
+    assert!(matches!(pages.get(&store, &id), Err(Error::Corrupt { .. })));
     assert!(matches!(
         commit(&store, &pages, vec![(id, None)]),
-        Err(Error::Corrupt(_))
+        Err(Error::Corrupt { .. })
     ));
 }
 

@@ -57,13 +57,13 @@ impl Meta {
             return Ok(None);
         }
         if &b.0[0..8] != MAGIC {
-            return Err(Error::Corrupt("meta record magic"));
+            return Err(Error::corrupt("meta record magic"));
         }
         if b.u64_at(CHECKSUM) != b.checksum(CHECKSUM) {
-            return Err(Error::Corrupt("meta record checksum"));
+            return Err(Error::corrupt("meta record checksum"));
         }
         if b.0[8..12] != VERSION.to_le_bytes() {
-            return Err(Error::Corrupt("unknown meta format version"));
+            return Err(Error::corrupt("unknown meta format version"));
         }
         let mut lengths = [0u64; TARGETS];
         let mut prev_lengths = [0u64; TARGETS];
@@ -85,12 +85,12 @@ impl Meta {
     pub(crate) fn newest(slots: [Option<Meta>; 2]) -> Result<Option<Meta>, Error> {
         for (i, m) in slots.iter().enumerate() {
             if m.is_some_and(|m| m.slot() != i as u64) {
-                return Err(Error::Corrupt("meta record in the wrong slot"));
+                return Err(Error::corrupt("meta record in the wrong slot"));
             }
         }
         match slots {
             [Some(a), Some(b)] if a.seqno.abs_diff(b.seqno) != 1 => {
-                Err(Error::Corrupt("meta records of non-consecutive commits"))
+                Err(Error::corrupt("meta records of non-consecutive commits"))
             }
             [a, b] => Ok(a.into_iter().chain(b).max_by_key(|m| m.seqno)),
         }

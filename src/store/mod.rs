@@ -86,18 +86,20 @@ pub(crate) fn is_free_mark(b: &Block) -> bool {
 /// Block `index` of a target file as a slot number. Slots are `u32`, so a
 /// file of more blocks is full: `FileTooLarge`, never a wrapped number.
 pub(crate) fn slot_number(index: u64) -> Result<u32, Error> {
-    u32::try_from(index).map_err(|_| {
-        Error::Io(std::io::Error::new(
+    u32::try_from(index).map_err(|_| Error::Io {
+        doing: "growing",
+        file: None,
+        source: std::io::Error::new(
             std::io::ErrorKind::FileTooLarge,
             "a data file reached 2^32 blocks",
-        ))
+        ),
     })
 }
 
 /// [`slot_number`] for a block found in a file at open, where a number past
 /// `u32` can only come from damage.
 pub(crate) fn stored_slot(index: u64) -> Result<u32, Error> {
-    u32::try_from(index).map_err(|_| Error::Corrupt("data file longer than 2^32 blocks"))
+    u32::try_from(index).map_err(|_| Error::corrupt("data file longer than 2^32 blocks"))
 }
 
 /// One block a commit writes.
@@ -227,7 +229,7 @@ impl Store {
     /// Reads block `index` of `target` and waits for it.
     pub(crate) fn read(&self, target: Target, index: u64) -> Result<BlockBuf, Error> {
         self.check_usable()?;
-        Ok(self.io.read(self.file(target), index * BLOCK_SIZE as u64)?)
+        self.io.read(self.file(target), index * BLOCK_SIZE as u64)
     }
 
     /// Reads blocks `indices` of `target` concurrently, returned in the same order.
@@ -238,14 +240,14 @@ impl Store {
     ) -> Result<Vec<BlockBuf>, Error> {
         self.check_usable()?;
         let file = self.file(target);
-        Ok(self.io.run_all(indices.into_iter().map(|i| {
+        self.io.run_all(indices.into_iter().map(|i| {
             (
                 file.clone(),
                 Op::Read,
                 i * BLOCK_SIZE as u64,
                 Block::for_read(),
             )
-        }))?)
+        }))
     }
 
     /// Makes `batch` the next durable commit: on `Ok` it survives any crash.
@@ -357,14 +359,18 @@ impl Store {
 /// written: a violation is a bug above, and must not poison the store.
 fn validate(batch: &Batch) -> Result<(), Error> {
     if batch.writes.len() > wal::MAX_RECORDS {
-        return Err(Error::Corrupt("commit changes too many blocks"));
+        return Err(Error::CommitTooLarge {
+            blocks: batch.writes.len(),
+        });
     }
     if batch
         .writes
         .iter()
         .any(|w| w.index >= batch.lengths[w.target as usize])
     {
-        return Err(Error::Corrupt("commit writes past the lengths it declares"));
+        return Err(Error::Internal(
+            "a commit writes past the lengths it declares",
+        ));
     }
     Ok(())
 }
@@ -446,7 +452,7 @@ fn recover(
             // Only checksum and magic failures (a torn write) are tolerated here.
             *slot = match Meta::decode(&*io.read(meta_file, (i * BLOCK_SIZE) as u64)?) {
                 Ok(m) => m,
-                Err(Error::Corrupt(_)) => None,
+                Err(Error::Corrupt { .. }) => None,
                 Err(e) => return Err(e),
             };
         }
@@ -456,7 +462,7 @@ fn recover(
         None => {
             for t in targets.iter().chain(wals) {
                 if t.blocks()? > 0 {
-                    return Err(Error::Corrupt("data files without a valid meta record"));
+                    return Err(Error::corrupt("data files without a valid meta record"));
                 }
             }
             Meta {
@@ -471,7 +477,10 @@ fn recover(
         _ if base.seqno == 0 => (base, None),
         _ => match wal::read(io, &wals[base.slot() as usize], base.seqno)? {
             Some(log) if log.meta == base => (base, Some(log)),
-            _ => return Err(Error::Corrupt("the durable commit's WAL is damaged")),
+            _ => {
+                let wal = ["wal0", "wal1"][base.slot() as usize];
+                return Err(Error::corrupt("the durable commit's log is damaged").at(wal, 0));
+            }
         },
     };
     if log.is_some() {
@@ -492,9 +501,11 @@ fn check_lengths(
     targets: &[Arc<DataFile>; TARGETS],
     lengths: &[u64; TARGETS],
 ) -> Result<(), Error> {
-    for (t, len) in targets.iter().zip(lengths) {
+    for (t, (target, len)) in targets.iter().zip(Target::ALL.iter().zip(lengths)) {
         if t.blocks()? < *len {
-            return Err(Error::Corrupt("data file shorter than committed"));
+            return Err(
+                Error::corrupt("data file shorter than committed").at(target.file_name(), *len)
+            );
         }
     }
     Ok(())

@@ -164,13 +164,13 @@ fn places(log: &[BlockBuf], records: usize) -> Result<Vec<Place>, Error> {
     for (h, b) in log.iter().take(header_blocks(records)).enumerate() {
         if !sealed(b) || b.u64_at(8) != log[0].u64_at(8) || b.0[20..24] != (h as u32).to_le_bytes()
         {
-            return Err(Error::Corrupt("WAL header block out of place"));
+            return Err(Error::corrupt("WAL header block out of place"));
         }
         let chunk = records.saturating_sub(h * PER_HEADER).min(PER_HEADER);
         for i in 0..chunk {
             let at = HEADER + i * DESCRIPTOR;
             let target =
-                Target::from_u8(b.0[at]).ok_or(Error::Corrupt("WAL names an unknown file"))?;
+                Target::from_u8(b.0[at]).ok_or(Error::corrupt("WAL names an unknown file"))?;
             out.push(Place {
                 target,
                 index: b.u64_at(at + 8),

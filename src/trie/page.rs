@@ -131,7 +131,7 @@ impl Page {
     /// page `expected`.
     pub fn check(&self, expected: &PageId) -> Result<(), Error> {
         if self.verified_id()? != *expected {
-            return Err(Error::Corrupt("page holds another page id"));
+            return Err(Error::corrupt("page holds another page id"));
         }
         Ok(())
     }
@@ -140,13 +140,13 @@ impl Page {
     /// page must not pass for another page's.
     pub fn verified_id(&self) -> Result<PageId, Error> {
         if self.0 .0[MAGIC..MAGIC + 4] != MAGIC_BYTES {
-            return Err(Error::Corrupt("page magic"));
+            return Err(Error::corrupt("page magic"));
         }
         if self.0 .0[VERSION..VERSION + 2] != FORMAT_VERSION.to_le_bytes() {
-            return Err(Error::Corrupt("unknown page format version"));
+            return Err(Error::corrupt("unknown page format version"));
         }
         if self.0.u64_at(CHECKSUM) != self.0.checksum(CHECKSUM) {
-            return Err(Error::Corrupt("page checksum"));
+            return Err(Error::corrupt("page checksum"));
         }
         self.id()
     }

@@ -100,7 +100,7 @@ impl PageId {
         let mut level = 0;
         while !n.is_zero() {
             if level == MAX_PAGE_LEVEL {
-                return Err(Error::Corrupt("page id deeper than 42 levels"));
+                return Err(Error::corrupt("page id deeper than 42 levels"));
             }
             let (rest, low) = n.minus_one().shr6();
             indices[level] = low;
@@ -111,7 +111,7 @@ impl PageId {
         for &index in indices[..level].iter().rev() {
             id = id
                 .child(index)
-                .ok_or(Error::Corrupt("page id deeper than 42 levels"))?;
+                .ok_or(Error::corrupt("page id deeper than 42 levels"))?;
         }
         Ok(id)
     }

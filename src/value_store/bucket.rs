@@ -137,16 +137,16 @@ pub(super) fn entries(
     b: &Block,
 ) -> Result<impl Iterator<Item = Result<EntryRef<'_>, Error>>, Error> {
     if !is_bucket(b) {
-        return Err(Error::Corrupt("bucket checksum or magic"));
+        return Err(Error::corrupt("bucket checksum or magic"));
     }
     if b.0[4..6] != VERSION.to_le_bytes() {
-        return Err(Error::Corrupt("unknown bucket format version"));
+        return Err(Error::corrupt("unknown bucket format version"));
     }
     let count = u16::from_le_bytes(b.array(6)) as usize;
     let mut at = HEADER;
     let mut prev: Option<KeyPath> = None;
     Ok((0..count).map(move |_| {
-        let bad = || Error::Corrupt("bucket entry out of bounds");
+        let bad = || Error::corrupt("bucket entry out of bounds");
         if at + 33 > CHECKSUM {
             return Err(bad());
         }
@@ -181,7 +181,7 @@ pub(super) fn entries(
             }
         };
         if prev.is_some_and(|p| p >= key) {
-            return Err(Error::Corrupt("bucket entries out of order"));
+            return Err(Error::corrupt("bucket entries out of order"));
         }
         prev = Some(key);
         Ok(entry)

@@ -127,14 +127,16 @@ impl ValueStore {
                     state.free_slots.push(stored_slot(start + i as u64)?);
                     continue;
                 }
+                let slot = start + i as u64;
+                let at = |e: Error| e.at("buckets", slot);
                 let mut keys = Vec::with_capacity(128);
-                for e in bucket::entries(block)? {
-                    let e = e?;
+                for e in bucket::entries(block).map_err(at)? {
+                    let e = e.map_err(at)?;
                     keys.push(e.key);
                     used_extents.extend(e.extent());
                 }
                 let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
-                    return Err(Error::Corrupt("empty bucket"));
+                    return Err(at(Error::corrupt("empty bucket")));
                 };
                 ranges.push((*first, *last));
                 state.dir.insert(stored_slot(start + i as u64)?, &keys);
@@ -142,7 +144,7 @@ impl ValueStore {
         }
         ranges.sort_unstable();
         if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != state.dir.buckets() {
-            return Err(Error::Corrupt("buckets overlap"));
+            return Err(Error::corrupt("buckets overlap"));
         }
         state.extents = Extents::from_used(used_extents, meta.lengths[Target::Overflow as usize])?;
         Ok(ValueStore {
@@ -266,7 +268,7 @@ impl ValueStore {
                         block
                     }
                 };
-                result = result.and_then(|()| f(block));
+                result = result.and_then(|()| f(block).map_err(|e| e.at("buckets", *slot as u64)));
             }
             return result;
         }
@@ -303,7 +305,9 @@ impl ValueStore {
             match overflow::read(store, len, &hash, start) {
                 // Space freed by a publish since the lookup may hold another value
                 // by now: look again.
-                Err(Error::Corrupt(_)) if self.state.read().generation != generation => continue,
+                Err(Error::Corrupt { .. }) if self.state.read().generation != generation => {
+                    continue
+                }
                 result => return result.map(Some),
             }
         }
@@ -400,7 +404,7 @@ impl ValueStore {
                 Some((min, slot)) => {
                     let block = read
                         .remove(&slot)
-                        .ok_or(Error::Corrupt("bucket listed twice"))?;
+                        .ok_or(Error::corrupt("bucket listed twice"))?;
                     let entries = bucket::decode(&block)?;
                     run.take(min, slot, block);
                     entries

@@ -29,7 +29,7 @@ impl Extents {
         let mut at = 0;
         for (start, blocks) in used {
             if start < at || start.checked_add(blocks).is_none_or(|end| end > len) {
-                return Err(Error::Corrupt(
+                return Err(Error::corrupt(
                     "overflow extents overlap or run past the file",
                 ));
             }
@@ -116,7 +116,7 @@ pub(super) fn read(
         value.extend_from_slice(&b.0[..take]);
     }
     if hash_value(&value) != *hash {
-        return Err(Error::Corrupt("overflow value does not match its hash"));
+        return Err(Error::corrupt("overflow value does not match its hash").at("overflow", start));
     }
     Ok(value)
 }

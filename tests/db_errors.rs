@@ -1,0 +1,88 @@
+//! Errors say where: damaged files name the file and block, I/O errors the file
+//! and what was being done, with the operating system's error as the source.
+
+use std::os::unix::fs::FileExt;
+
+use pagetrie::{Db, Error, Options};
+
+fn database() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    let session = db.begin_session();
+    for i in 0u32..2000 {
+        session.write(*blake3::hash(&i.to_le_bytes()).as_bytes(), Some(vec![1; 8]));
+    }
+    session.commit().unwrap();
+    // A small last commit: reopening replays its log, which would mend the
+    // blocks it wrote.
+    let session = db.begin_session();
+    session.write([7; 32], Some(vec![7]));
+    session.commit().unwrap();
+    dir
+}
+
+#[test]
+fn a_damaged_bucket_names_its_file_and_block() {
+    let dir = database();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("buckets"))
+        .unwrap();
+    // Every bucket, in the middle of its entries: the last commit's log
+    // mends the one it wrote, and the first of the others fails the open.
+    let blocks = file.metadata().unwrap().len() / 4096;
+    for b in 0..blocks {
+        file.write_all_at(&[0xff; 16], b * 4096 + 100).unwrap();
+    }
+    match Db::open(Options::new(dir.path())) {
+        Err(e @ Error::Corrupt { .. }) => {
+            let Error::Corrupt { file, block, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(*file, Some("buckets"), "{e}");
+            let block = block.expect("a block number");
+            assert!(block < blocks, "{e}");
+            assert!(
+                e.to_string().contains(&format!("buckets at block {block}")),
+                "{e}"
+            );
+        }
+        other => panic!("expected corruption, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_truncated_page_file_names_it() {
+    let dir = database();
+    let pages = dir.path().join("pages");
+    let len = std::fs::metadata(&pages).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pages)
+        .unwrap()
+        .set_len(len - 4096)
+        .unwrap();
+    match Db::open(Options::new(dir.path())) {
+        Err(Error::Corrupt { file, .. }) => assert_eq!(file, Some("pages")),
+        other => panic!("expected corruption, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn an_io_error_names_the_file_and_has_the_os_error_as_source() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the meta file belongs: opening it fails.
+    std::fs::create_dir(dir.path().join("meta")).unwrap();
+    match Db::open(Options::new(dir.path())) {
+        Err(e @ Error::Io { .. }) => {
+            let Error::Io { doing, file, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(*doing, "opening");
+            assert!(file.as_deref().is_some_and(|f| f.ends_with("meta")), "{e}");
+            let source = std::error::Error::source(&e).expect("a source");
+            assert!(source.downcast_ref::<std::io::Error>().is_some());
+        }
+        other => panic!("expected an I/O error, got {:?}", other.err()),
+    }
+}
