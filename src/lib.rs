@@ -67,11 +67,11 @@ pub mod faults {
 }
 
 #[cfg(feature = "std")]
-pub use db::{CommitOutput, Db, ImportProgress, Metrics, Options, Session};
+pub use db::{CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Session};
 pub use error::Error;
 #[cfg(feature = "std")]
 pub use io::IoBackend;
-pub use trie::proof::Witness;
+pub use trie::proof::{MultiProof, Witness};
 pub use trie::{KeyPath, Node, ValueHash};
 
 /// The longest value the database stores, in bytes (4 GiB - 1); longer ones are

@@ -159,6 +159,7 @@ pub fn run_workload(
     let commit_start = Instant::now();
     let mut finished = session.finish(actuals)?;
     let witness = finished.take_witness();
+    let finish = commit_start.elapsed();
     finished.commit(db)?;
     let commit_and_prove = commit_start.elapsed();
     let total = start.elapsed();
@@ -167,6 +168,7 @@ pub fn run_workload(
     Ok(WorkloadStats {
         total,
         commit_and_prove,
+        finish,
         read_time,
         reads,
         account_updates,

@@ -130,6 +130,8 @@ pub struct WorkloadStats {
     /// Begin session to durable commit.
     pub total: Duration,
     pub commit_and_prove: Duration,
+    /// The part of `commit_and_prove` before durability: root and witness.
+    pub finish: Duration,
     /// Sum and count of `Session::read` latencies.
     pub read_time: Duration,
     pub reads: u64,
@@ -295,7 +297,9 @@ pub fn run_workload(
         ..WorkloadStats::default()
     };
     let commit_start = Instant::now();
-    let out = session.commit_and_prove()?;
+    let finished = session.finish()?;
+    stats.finish = commit_start.elapsed();
+    let out = finished.commit()?;
     stats.commit_and_prove = commit_start.elapsed();
     stats.total = start.elapsed();
     stats.witness_bytes = out.witness.encoded_len() as u64;

@@ -6,6 +6,7 @@
 //! reach below the stores' crate-visible APIs: what pages and buckets look like
 //! is theirs.
 
+mod commit_order;
 mod import;
 mod metrics;
 mod options;
@@ -17,7 +18,6 @@ mod versions;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
@@ -25,7 +25,7 @@ use parking_lot::{Mutex, RwLock};
 pub use import::ImportProgress;
 pub use metrics::Metrics;
 pub use options::Options;
-pub use session::{CommitOutput, Session};
+pub use session::{CommitOutput, Finished, Session};
 
 use metrics::CommitTimers;
 use versions::{Head, Versions};
@@ -33,12 +33,11 @@ use versions::{Head, Versions};
 /// Keys with a value each (`None`: absent or deleted), sorted by key.
 pub(crate) type KeyedValues = Vec<(KeyPath, Option<Vec<u8>>)>;
 
-use crate::commit::{update_trie, Change, Tree};
 use crate::page_store::PageStore;
-use crate::store::{Batch, Store, StoreConfig, Target};
+use crate::store::{Store, StoreConfig, Target};
 use crate::trie::page::PAGE_SIZE;
-use crate::trie::proof::Witness;
-use crate::trie::{hash_value, KeyPath, Node};
+use crate::trie::proof::MultiProof;
+use crate::trie::{KeyPath, Node};
 use crate::value_store::ValueStore;
 use crate::Error;
 
@@ -124,6 +123,32 @@ impl Db {
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         let base = self.shared.versions.head().seqno;
         self.shared.read_at(base, key)
+    }
+
+    /// A multi-proof of `keys` (present or absent) at the committed root
+    /// ([`Db::root`]), as an RPC such as `eth_getProof` needs. Waits for a
+    /// commit in progress.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = pagetrie::Db::open(pagetrie::Options::new(dir.path()))?;
+    /// let session = db.begin_session();
+    /// session.write([1; 32], Some(b"one".to_vec()));
+    /// session.commit()?;
+    /// let proof = db.prove(&[[1; 32], [2; 32]])?;
+    /// let verified = proof.verify(&db.root())?;
+    /// verified.confirm(&[1; 32], Some(&pagetrie::trie::hash_value(b"one")))?;
+    /// verified.confirm(&[2; 32], None)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn prove(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        loop {
+            // A commit may land between reading the head and taking the lock.
+            match self.shared.prove(self.shared.versions.head().seqno, keys) {
+                Err(Error::StaleSession) => continue,
+                other => return other,
+            }
+        }
     }
 
     /// A session on the current root. Many may exist; the first to commit wins,
@@ -214,115 +239,6 @@ impl Shared {
         if let Some(keys) = self.prefetch.read().as_ref() {
             let _ = keys.send(hints);
         }
-    }
-
-    /// Commits `writes` (sorted by key, each key once) on top of commit
-    /// `base_seqno`; with `prove`, the witness
-    /// proves `reads` and the written keys against its root.
-    fn commit(
-        &self,
-        base_seqno: u64,
-        writes: KeyedValues,
-        mut reads: Vec<KeyPath>,
-        prove: bool,
-    ) -> Result<CommitOutput, Error> {
-        let _writer = self.writer.lock();
-        let prev = self.versions.head();
-        if prev.seqno != base_seqno {
-            return Err(Error::StaleSession);
-        }
-        let clock = || self.options.metrics.then(Instant::now);
-        for (_, value) in &writes {
-            if let Some(v) = value {
-                if v.len() as u64 > crate::MAX_VALUE_LEN {
-                    return Err(Error::ValueTooLarge(v.len()));
-                }
-            }
-        }
-        let changes: Vec<Change> = writes
-            .iter()
-            .map(|(k, v)| (*k, v.as_deref().map(hash_value)))
-            .collect();
-        if prove {
-            reads.extend(writes.iter().map(|(k, _)| *k));
-            reads.sort_unstable();
-            reads.dedup();
-        } else {
-            reads.clear();
-        }
-
-        let started = clock();
-        let tree = Tree {
-            store: &self.store,
-            pages: &self.pages,
-            values: &self.values,
-        };
-        let trie = update_trie(
-            tree,
-            &prev.root,
-            &changes,
-            &reads,
-            self.options.commit_workers,
-        )?;
-        CommitTimers::add(&self.timers.trie_ns, started);
-
-        let started = clock();
-        let seqno = prev.seqno + 1;
-        let mut value_plan = self.values.plan(&self.store, &writes, seqno)?;
-        let previous = std::mem::take(&mut value_plan.previous);
-        let mut page_plan = match self.pages.plan(&self.store, trie.pages, seqno) {
-            Ok(plan) => plan,
-            Err(e) => {
-                self.values.abandon(value_plan);
-                return Err(e);
-            }
-        };
-        let mut lengths = [0; crate::store::TARGETS];
-        lengths[Target::Pages as usize] = page_plan.length;
-        lengths[Target::Buckets as usize] = value_plan.buckets_len;
-        lengths[Target::Overflow as usize] = value_plan.overflow_len;
-        let mut block_writes = std::mem::take(&mut page_plan.writes);
-        block_writes.append(&mut value_plan.writes);
-        CommitTimers::add(&self.timers.plan_ns, started);
-
-        let started = clock();
-        let committed = self.store.commit(Batch {
-            root: trie.root,
-            writes: block_writes,
-            lengths,
-        });
-        if let Err(e) = committed {
-            self.values.abandon(value_plan);
-            self.pages.abandon(page_plan);
-            return Err(e);
-        }
-        // The root, new sessions' base and the values readers see move as one:
-        // a reader that sees the published values also sees the undo log that
-        // takes a session pinned before back to its base.
-        self.versions.install(seqno, previous);
-        self.values.publish(value_plan);
-        self.pages.publish(page_plan);
-        self.versions.advance(Head {
-            seqno,
-            root: trie.root,
-        });
-        CommitTimers::add(&self.timers.write_ns, started);
-        self.timers.commits.fetch_add(1, Ordering::Relaxed);
-
-        let witness = Witness {
-            proof: trie.proof,
-            writes: changes,
-        };
-        if prove {
-            self.timers
-                .witness_bytes
-                .fetch_add(witness.encoded_len() as u64, Ordering::Relaxed);
-        }
-        Ok(CommitOutput {
-            prev_root: prev.root,
-            root: trie.root,
-            witness,
-        })
     }
 }
 

@@ -5,11 +5,46 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::commit_order::Prepared;
 use super::prefetch::Hint;
 use super::{KeyedValues, Shared};
-use crate::trie::proof::Witness;
+use crate::trie::proof::{MultiProof, Witness};
 use crate::trie::{KeyPath, Node};
 use crate::Error;
+
+/// A finished session: its new root and witness, computed on its base, not yet
+/// durable ([`Session::finish`]). Dropping it discards the session's writes.
+pub struct Finished {
+    shared: Arc<Shared>,
+    prepared: Prepared,
+}
+
+impl Finished {
+    /// The root the session started from.
+    pub fn prev_root(&self) -> Node {
+        self.prepared.prev_root
+    }
+
+    /// The root once committed.
+    pub fn root(&self) -> Node {
+        self.prepared.root
+    }
+
+    /// Proof of every key the session read or wrote against
+    /// [`Finished::prev_root`], and its writes.
+    pub fn witness(&self) -> &Witness {
+        &self.prepared.witness
+    }
+
+    /// Makes the session's writes durable; on return they survive any crash.
+    ///
+    /// Fails with [`Error::StaleSession`], changing nothing, if another commit
+    /// landed since the session began; see [`Error::CommitDurable`] and
+    /// [`Error::CommitInDoubt`] for what other errors mean.
+    pub fn commit(self) -> Result<CommitOutput, Error> {
+        self.shared.commit_prepared(self.prepared)
+    }
+}
 
 /// What [`Session::commit_and_prove`] returns.
 #[derive(Clone, Debug)]
@@ -123,6 +158,44 @@ impl Session {
     pub fn commit_and_prove(self) -> Result<CommitOutput, Error> {
         let (writes, reads) = self.take();
         self.shared.commit(self.base_seqno, writes, reads, true)
+    }
+
+    /// The new root and the witness of the session's writes on its base, with
+    /// nothing written: what a block producer puts in a header before the
+    /// block is durable. [`Finished::commit`] makes it durable.
+    ///
+    /// Fails with [`Error::StaleSession`] if another commit landed since the
+    /// session began, and with [`Error::ValueTooLarge`] for a value over
+    /// [`crate::MAX_VALUE_LEN`] bytes.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = pagetrie::Db::open(pagetrie::Options::new(dir.path()))?;
+    /// let session = db.begin_session();
+    /// session.write([7; 32], Some(vec![1]));
+    /// let finished = session.finish()?;
+    /// let header_root = finished.root(); // before anything is durable
+    /// assert_eq!(finished.witness().verify_update(&finished.prev_root())?, header_root);
+    /// assert_eq!(finished.commit()?.root, header_root);
+    /// assert_eq!(db.root(), header_root);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn finish(self) -> Result<Finished, Error> {
+        let (writes, reads) = self.take();
+        let prepared = self.shared.finish(self.base_seqno, writes, reads)?;
+        Ok(Finished {
+            shared: self.shared.clone(),
+            prepared,
+        })
+    }
+
+    /// A multi-proof of `keys` (present or absent) at the session's base root,
+    /// [`Session::prev_root`]; its own writes are not in it.
+    ///
+    /// Proofs come from the trie's current pages, so once another commit has
+    /// landed this fails with [`Error::StaleSession`], like committing would.
+    pub fn prove(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        self.shared.prove(self.base_seqno, keys)
     }
 
     /// Commits like [`Session::commit_and_prove`], without building a witness;

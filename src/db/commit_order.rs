@@ -1,0 +1,219 @@
+//! The order of a commit, in two halves: `prepare` updates the trie on the
+//! session's base and builds the witness, with nothing written; `apply` plans
+//! both stores, commits one batch and publishes. Each half runs under the
+//! writer lock and checks the session is still current; a commit that does
+//! both holds the lock across them.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use parking_lot::MutexGuard;
+
+use super::metrics::CommitTimers;
+use super::versions::Head;
+use super::{CommitOutput, KeyedValues, Shared};
+use crate::commit::{update_trie, Change, Tree};
+use crate::store::{Batch, Target};
+use crate::trie::page::Page;
+use crate::trie::page_id::PageId;
+use crate::trie::proof::{MultiProof, Witness};
+use crate::trie::{hash_value, KeyPath, Node};
+use crate::Error;
+
+/// A session's trie update on its base, not yet written.
+pub(crate) struct Prepared {
+    base_seqno: u64,
+    pub(crate) prev_root: Node,
+    pub(crate) root: Node,
+    writes: KeyedValues,
+    pages: Vec<(PageId, Option<Page>)>,
+    pub(crate) witness: Witness,
+    prove: bool,
+}
+
+impl Shared {
+    /// Takes the writer lock and checks that commit `base_seqno` is still the
+    /// head.
+    pub(super) fn writer_at(&self, base_seqno: u64) -> Result<(MutexGuard<'_, ()>, Head), Error> {
+        let writer = self.writer.lock();
+        let head = self.versions.head();
+        if head.seqno != base_seqno {
+            return Err(Error::StaleSession);
+        }
+        Ok((writer, head))
+    }
+
+    /// Commits `writes` (sorted by key, each key once) on top of commit
+    /// `base_seqno`; with `prove`, the witness proves `reads` and the written
+    /// keys against its root.
+    pub(super) fn commit(
+        &self,
+        base_seqno: u64,
+        writes: KeyedValues,
+        reads: Vec<KeyPath>,
+        prove: bool,
+    ) -> Result<CommitOutput, Error> {
+        let (_writer, head) = self.writer_at(base_seqno)?;
+        let prepared = self.prepare(head, writes, reads, prove)?;
+        self.apply(prepared)
+    }
+
+    /// [`Shared::prepare`] under the writer lock.
+    pub(super) fn finish(
+        &self,
+        base_seqno: u64,
+        writes: KeyedValues,
+        reads: Vec<KeyPath>,
+    ) -> Result<Prepared, Error> {
+        let (_writer, head) = self.writer_at(base_seqno)?;
+        self.prepare(head, writes, reads, true)
+    }
+
+    /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
+    /// the head.
+    pub(super) fn commit_prepared(&self, prepared: Prepared) -> Result<CommitOutput, Error> {
+        let _writer = self.writer_at(prepared.base_seqno)?;
+        self.apply(prepared)
+    }
+
+    /// A multi-proof of `keys` at commit `base_seqno`, which must be the head.
+    pub(super) fn prove(&self, base_seqno: u64, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        let (_writer, head) = self.writer_at(base_seqno)?;
+        let mut keys = keys.to_vec();
+        keys.sort_unstable();
+        keys.dedup();
+        let trie = update_trie(
+            self.tree(),
+            &head.root,
+            &[],
+            &keys,
+            self.options.commit_workers,
+        )?;
+        Ok(trie.proof)
+    }
+
+    fn tree(&self) -> Tree<'_> {
+        Tree {
+            store: &self.store,
+            pages: &self.pages,
+            values: &self.values,
+        }
+    }
+
+    fn clock(&self) -> Option<Instant> {
+        self.options.metrics.then(Instant::now)
+    }
+
+    /// The trie update of `writes` on `head`, with the witness of `reads` and
+    /// the written keys if `prove`. The caller holds the writer lock.
+    fn prepare(
+        &self,
+        head: Head,
+        writes: KeyedValues,
+        mut reads: Vec<KeyPath>,
+        prove: bool,
+    ) -> Result<Prepared, Error> {
+        for (_, value) in &writes {
+            if let Some(v) = value {
+                if v.len() as u64 > crate::MAX_VALUE_LEN {
+                    return Err(Error::ValueTooLarge(v.len()));
+                }
+            }
+        }
+        let changes: Vec<Change> = writes
+            .iter()
+            .map(|(k, v)| (*k, v.as_deref().map(hash_value)))
+            .collect();
+        if prove {
+            reads.extend(writes.iter().map(|(k, _)| *k));
+            reads.sort_unstable();
+            reads.dedup();
+        } else {
+            reads.clear();
+        }
+        let started = self.clock();
+        let trie = update_trie(
+            self.tree(),
+            &head.root,
+            &changes,
+            &reads,
+            self.options.commit_workers,
+        )?;
+        CommitTimers::add(&self.timers.trie_ns, started);
+        Ok(Prepared {
+            base_seqno: head.seqno,
+            prev_root: head.root,
+            root: trie.root,
+            writes,
+            pages: trie.pages,
+            witness: Witness {
+                proof: trie.proof,
+                writes: changes,
+            },
+            prove,
+        })
+    }
+
+    /// Plans both stores, commits one batch and publishes it. The caller holds
+    /// the writer lock and has checked `prepared`'s base is the head.
+    fn apply(&self, prepared: Prepared) -> Result<CommitOutput, Error> {
+        let Prepared {
+            base_seqno,
+            prev_root,
+            root,
+            writes,
+            pages,
+            witness,
+            prove,
+        } = prepared;
+        let started = self.clock();
+        let seqno = base_seqno + 1;
+        let mut value_plan = self.values.plan(&self.store, &writes, seqno)?;
+        let previous = std::mem::take(&mut value_plan.previous);
+        let mut page_plan = match self.pages.plan(&self.store, pages, seqno) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.values.abandon(value_plan);
+                return Err(e);
+            }
+        };
+        let mut lengths = [0; crate::store::TARGETS];
+        lengths[Target::Pages as usize] = page_plan.length;
+        lengths[Target::Buckets as usize] = value_plan.buckets_len;
+        lengths[Target::Overflow as usize] = value_plan.overflow_len;
+        let mut block_writes = std::mem::take(&mut page_plan.writes);
+        block_writes.append(&mut value_plan.writes);
+        CommitTimers::add(&self.timers.plan_ns, started);
+
+        let started = self.clock();
+        let committed = self.store.commit(Batch {
+            root,
+            writes: block_writes,
+            lengths,
+        });
+        if let Err(e) = committed {
+            self.values.abandon(value_plan);
+            self.pages.abandon(page_plan);
+            return Err(e);
+        }
+        // The root, new sessions' base and the values readers see move as one:
+        // a reader that sees the published values also sees the undo log that
+        // takes a session pinned before back to its base.
+        self.versions.install(seqno, previous);
+        self.values.publish(value_plan);
+        self.pages.publish(page_plan);
+        self.versions.advance(Head { seqno, root });
+        CommitTimers::add(&self.timers.write_ns, started);
+        self.timers.commits.fetch_add(1, Ordering::Relaxed);
+        if prove {
+            self.timers
+                .witness_bytes
+                .fetch_add(witness.encoded_len() as u64, Ordering::Relaxed);
+        }
+        Ok(CommitOutput {
+            prev_root,
+            root,
+            witness,
+        })
+    }
+}
