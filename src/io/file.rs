@@ -232,10 +232,16 @@ pub(crate) const LOCK_FILE: &str = "LOCK";
 
 /// Exclusive ownership of a database directory, held until dropped.
 pub(crate) struct DirLock {
-    _file: File,
+    file: File,
 }
 
 impl DirLock {
+    /// The lock file's descriptor: whatever holds a reference to it keeps
+    /// the directory locked.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
     /// Locks `dir`, or fails with [`Error::Locked`] if another handle holds it.
     ///
     /// Retries for a moment first: a process forking in another thread briefly
@@ -249,7 +255,7 @@ impl DirLock {
             .open(dir.join(LOCK_FILE))?;
         for _ in 0..LOCK_ATTEMPTS {
             match file.try_lock() {
-                Ok(()) => return Ok(DirLock { _file: file }),
+                Ok(()) => return Ok(DirLock { file }),
                 Err(TryLockError::WouldBlock) => std::thread::sleep(LOCK_RETRY),
                 Err(TryLockError::Error(e)) => return Err(e.into()),
             }

@@ -110,12 +110,12 @@ impl Io {
     /// Starts the engine `choice` asks for. With [`IoBackend::Auto`], a ring that
     /// cannot be created (old kernel, seccomp, no permission) means the thread pool,
     /// and [`Io::fallback_reason`] says why.
-    pub(crate) fn start(choice: IoBackend) -> io::Result<Io> {
+    pub(crate) fn start(choice: IoBackend, hold: Option<std::os::fd::RawFd>) -> io::Result<Io> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let counters = Arc::new(IoCounters::default());
         let uring_result = match choice {
             IoBackend::ThreadPool => None,
-            _ => Some(uring::start(RING_DEPTH, rx.clone(), counters.clone())),
+            _ => Some(uring::start(RING_DEPTH, rx.clone(), counters.clone(), hold)),
         };
         let (threads, uring, fallback_reason) = match (choice, uring_result) {
             (_, Some(Ok(handle))) => (vec![handle], true, None),

@@ -6,8 +6,8 @@ use super::{DataFile, Io, IoBackend, Op};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 
 fn engines() -> Vec<Io> {
-    let mut engines = vec![Io::start(IoBackend::ThreadPool).unwrap()];
-    match Io::start(IoBackend::IoUring) {
+    let mut engines = vec![Io::start(IoBackend::ThreadPool, None).unwrap()];
+    match Io::start(IoBackend::IoUring, None) {
         Ok(io) => engines.push(io),
         // CI machines have io_uring; say so loudly rather than pass quietly.
         Err(e) if std::env::var_os("PAGETRIE_ALLOW_NO_URING").is_some() => {
@@ -118,6 +118,6 @@ fn tmpfs_works_with_or_without_o_direct() {
 
 #[test]
 fn auto_prefers_io_uring_and_reports_a_fallback() {
-    let io = Io::start(IoBackend::Auto).unwrap();
+    let io = Io::start(IoBackend::Auto, None).unwrap();
     assert_eq!(io.is_uring(), io.fallback_reason().is_none());
 }

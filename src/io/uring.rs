@@ -2,6 +2,7 @@
 //! and sends each completion back to whoever asked.
 
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -19,12 +20,22 @@ const EBUSY: i32 = 16;
 const SUBMIT_ATTEMPTS: u32 = 100;
 
 /// Creates the ring here, so a failure reaches the caller, then runs it on a thread.
+///
+/// `hold` (the directory lock's descriptor) is registered with the ring. When a
+/// process dies, the kernel tears its ring down asynchronously and writes in
+/// flight may still land after the process is gone; the ring's reference keeps
+/// the lock held until they have, so the next process to open the database
+/// cannot read or write beside them.
 pub(super) fn start(
     depth: u32,
     jobs: Receiver<Job>,
     counters: Arc<IoCounters>,
+    hold: Option<RawFd>,
 ) -> io::Result<JoinHandle<()>> {
     let ring = IoUring::new(depth)?;
+    if let Some(fd) = hold {
+        ring.submitter().register_files(&[fd])?;
+    }
     let mut probe = Probe::new();
     ring.submitter().register_probe(&mut probe)?;
     if !probe.is_supported(opcode::Read::CODE) || !probe.is_supported(opcode::Write::CODE) {

@@ -25,7 +25,9 @@ use cache::PageCache;
 use index::SlotIndex;
 
 use crate::block::BlockBuf;
-use crate::store::{free_mark, is_free_mark, slot_number, stored_slot, BlockWrite, Store, Target};
+use crate::store::{
+    free_mark, is_free_mark, stored_slot, BlockWrite, Published, SlotSpace, Store, Target,
+};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
@@ -41,8 +43,8 @@ pub(crate) struct PagePlan {
     pub(crate) length: u64,
     stored: Vec<(PageId, u32, Arc<Page>, bool)>,
     freed: Vec<(PageId, u32)>,
-    /// Free slots after the plan's allocations (before its frees).
-    free: Vec<u32>,
+    /// The pages file's slots after the plan's allocations (before its frees).
+    space: SlotSpace,
 }
 
 /// What prefetching a page takes.
@@ -57,13 +59,8 @@ pub(crate) enum Fetch {
 
 struct Slots {
     index: SlotIndex,
-    free: Vec<u32>,
-    length: u64,
-    /// Publishes so far: a reader that saw slots change under it looks again.
-    generation: u64,
-    /// The committed pages of slots a commit is overwriting in place, from its
-    /// plan until its publish: readers take these instead of the disk's.
-    overlay: HashMap<u32, Arc<Page>>,
+    space: SlotSpace,
+    published: Published<Page>,
 }
 
 /// The trie's pages on disk, with their index and cache.
@@ -85,11 +82,10 @@ impl PageStore {
         let length = store.meta().lengths[Target::Pages as usize];
         let mut slots = Slots {
             index: SlotIndex::new(seed),
-            free: Vec::new(),
-            length,
-            generation: 0,
-            overlay: HashMap::new(),
+            space: SlotSpace::default(),
+            published: Published::new(),
         };
+        let mut free = Vec::new();
         let cache = PageCache::new(cache_pages);
         let mut seen = std::collections::HashSet::new();
         for start in (0..length).step_by(SCAN_BATCH as usize) {
@@ -97,7 +93,7 @@ impl PageStore {
             let blocks = store.read_blocks(Target::Pages, start..end)?;
             for (slot, block) in (start..end).zip(blocks) {
                 if is_free_mark(&block) {
-                    slots.free.push(stored_slot(slot)?);
+                    free.push(stored_slot(slot)?);
                     continue;
                 }
                 let page = Page::from_block(block);
@@ -109,6 +105,7 @@ impl PageStore {
                 cache.insert(id, Arc::new(page));
             }
         }
+        slots.space = SlotSpace::new(length, free);
         Ok(PageStore {
             slots: RwLock::new(slots),
             cache,
@@ -147,7 +144,7 @@ impl PageStore {
         let candidates: Vec<u32> = slots.index.candidates(id).collect();
         match candidates.is_empty() {
             true => Fetch::Absent,
-            false => Fetch::Read(slots.generation, candidates),
+            false => Fetch::Read(slots.published.generation(), candidates),
         }
     }
 
@@ -159,7 +156,7 @@ impl PageStore {
             return;
         }
         let slots = self.slots.read();
-        if slots.generation == generation && !slots.overlay.contains_key(&slot) {
+        if slots.published.may_cache(generation, slot) {
             self.prefetched.fetch_add(1, Ordering::Relaxed);
             self.cache.insert(*id, Arc::new(page));
         }
@@ -177,7 +174,7 @@ impl PageStore {
             let (generation, candidates) = {
                 let slots = self.slots.read();
                 (
-                    slots.generation,
+                    slots.published.generation(),
                     slots.index.candidates(id).collect::<Vec<_>>(),
                 )
             };
@@ -191,17 +188,19 @@ impl PageStore {
                 .collect();
             // Publishing takes the write lock, so under this read lock the
             // generation tells whether the slots read were current, and the
-            // overlay holds whatever a commit has overwritten since.
+            // shield holds whatever a commit has overwritten since.
             let slots = self.slots.read();
-            if slots.generation != generation {
+            if !slots.published.is_current(generation) {
                 continue;
             }
-            let found = find(&candidates, id, |slot| match slots.overlay.get(&slot) {
-                Some(page) => Ok(page.clone()),
-                None => read
-                    .remove(&slot)
-                    .unwrap_or(Err(Error::corrupt("page slot read twice")))
-                    .map(|b| Arc::new(Page::from_block(b))),
+            let found = find(&candidates, id, |slot| {
+                match slots.published.shielded(slot) {
+                    Some(page) => Ok(page.clone()),
+                    None => read
+                        .remove(&slot)
+                        .unwrap_or(Err(Error::corrupt("page slot read twice")))
+                        .map(|b| Arc::new(Page::from_block(b))),
+                }
             })?;
             let page = found.map(|(_, page)| page);
             if let Some(page) = &page {
@@ -225,14 +224,12 @@ impl PageStore {
             last.insert(*id, i);
         }
         let slots = self.slots.read();
-        let mut free = slots.free.clone();
-        let mut length = slots.length;
         let mut plan = PagePlan {
             writes: Vec::new(),
-            length,
+            length: 0,
             stored: Vec::new(),
             freed: Vec::new(),
-            free: Vec::new(),
+            space: slots.space.clone(),
         };
         let mut overwritten = Vec::new();
         for (i, (id, change)) in changes.into_iter().enumerate() {
@@ -245,16 +242,7 @@ impl PageStore {
                     overwritten.push((slot, old));
                     (slot, false)
                 }
-                (Some(_), None) => {
-                    let slot = match free.pop() {
-                        Some(slot) => slot,
-                        None => {
-                            length += 1;
-                            slot_number(length - 1)?
-                        }
-                    };
-                    (slot, true)
-                }
+                (Some(_), None) => (plan.space.allocate()?, true),
                 (None, None) => continue,
             };
             match change {
@@ -278,10 +266,9 @@ impl PageStore {
                 }
             }
         }
-        plan.length = length;
-        plan.free = free;
+        plan.length = plan.space.length();
         drop(slots);
-        self.slots.write().overlay.extend(overwritten);
+        self.slots.write().published.shield(overwritten);
         Ok(plan)
     }
 
@@ -289,13 +276,13 @@ impl PageStore {
     /// blocks it would have overwritten from RAM.
     pub(crate) fn abandon(&self, plan: PagePlan) {
         drop(plan);
-        self.slots.write().overlay.clear();
+        self.slots.write().published.abandon();
     }
 
     /// Makes a committed plan visible.
     pub(crate) fn publish(&self, plan: PagePlan) {
         let mut slots = self.slots.write();
-        slots.free = plan.free;
+        slots.space = plan.space;
         for (id, slot, page, is_new) in plan.stored {
             if is_new {
                 slots.index.insert(&id, slot);
@@ -304,12 +291,10 @@ impl PageStore {
         }
         for (id, slot) in plan.freed {
             slots.index.remove(&id, slot);
-            slots.free.push(slot);
+            slots.space.release([slot]);
             self.cache.remove(&id);
         }
-        slots.length = plan.length;
-        slots.generation += 1;
-        slots.overlay.clear();
+        slots.published.publish();
     }
 
     /// The slot and committed contents of page `id`, if stored.

@@ -11,6 +11,7 @@
 //! what pages and buckets mean: the page store and value store build on it.
 
 mod meta;
+mod published;
 #[cfg(test)]
 mod tests;
 mod wal;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 pub(crate) use meta::Meta;
+pub(crate) use published::{Published, SlotSpace};
 use wal::Place;
 
 /// A WAL file is cut back only when longer than twice the log it receives plus
@@ -197,7 +199,7 @@ impl Store {
         };
         #[cfg(not(any(test, feature = "fault-injection")))]
         let backend = config.backend;
-        let io = Io::start(backend)?;
+        let io = Io::start(backend, Some(lock.fd()))?;
         let meta = recover(&io, &meta_file, &wals, &targets)?;
         Ok(Store {
             io,

@@ -435,6 +435,7 @@ fn crash_child() {
     )
     .unwrap();
     let mut k = store.meta().seqno;
+    println!("opened at {k}");
     loop {
         k += 1;
         store.commit(batch(k)).unwrap();
@@ -469,14 +470,22 @@ fn kills_at_random_moments_never_mix_commits() {
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
+            let lines: Vec<String> = BufReader::new(stdout)
                 .lines()
                 .map_while(Result::ok)
-                .filter_map(|l| {
-                    l.strip_prefix("committed ")
-                        .and_then(|n| n.parse::<u64>().ok())
-                })
-                .last()
+                .collect();
+            let last = lines.iter().rev().find_map(|l| {
+                l.strip_prefix("committed ")
+                    .and_then(|n| n.parse::<u64>().ok())
+            });
+            (
+                last,
+                lines
+                    .into_iter()
+                    .filter(|l| l.starts_with("opened") || l.starts_with("committed"))
+                    .take(2)
+                    .collect::<Vec<_>>(),
+            )
         });
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -484,14 +493,15 @@ fn kills_at_random_moments_never_mix_commits() {
         std::thread::sleep(Duration::from_millis(20 + rng % 150));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        if let Some(last) = reader.join().unwrap() {
+        let (last, first_lines) = reader.join().unwrap();
+        if let Some(last) = last {
             acked = last;
         }
         let store = open(dir.path());
         let s = store.meta().seqno;
         assert!(
             s == acked || s == acked + 1,
-            "kill {kill}: acknowledged {acked}, reopened at {s}"
+            "kill {kill}: acknowledged {acked}, reopened at {s}; the child said {first_lines:?}"
         );
         assert_state(&store, s);
         acked = s;

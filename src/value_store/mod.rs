@@ -22,7 +22,6 @@ mod overflow;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -35,7 +34,9 @@ use overflow::Extents;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
-use crate::store::{free_mark, is_free_mark, slot_number, stored_slot, BlockWrite, Store, Target};
+use crate::store::{
+    free_mark, is_free_mark, stored_slot, BlockWrite, Published, SlotSpace, Store, Target,
+};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
@@ -44,14 +45,10 @@ const SCAN_BATCH: u64 = 1024;
 
 struct State {
     dir: Directory,
-    free_slots: Vec<u32>,
-    buckets_len: u64,
+    /// The buckets file's slots.
+    space: SlotSpace,
     extents: Extents,
-    /// Bumped by every publish: a reader that saw another generation looks again.
-    generation: u64,
-    /// The committed contents of buckets that a planned commit overwrites in
-    /// place, so readers on other threads see committed data until it publishes.
-    overlay: HashMap<u32, Arc<BlockBuf>>,
+    published: Published<BlockBuf>,
 }
 
 /// Values longer than this do not fit a bucket's u32 length field.
@@ -71,7 +68,8 @@ pub(crate) struct ValuePlan {
     pub(crate) overflow_len: u64,
     removed: Vec<KeyPath>,
     added: Vec<(u32, Vec<Entry>)>,
-    free_slots: Vec<u32>,
+    /// The buckets file's slots after the plan's allocations.
+    space: SlotSpace,
     /// Slots this plan frees: reusable only by later commits.
     freed_slots: Vec<u32>,
     extents: Extents,
@@ -108,12 +106,11 @@ impl ValueStore {
         let buckets_len = meta.lengths[Target::Buckets as usize];
         let mut state = State {
             dir: Directory::new(seed),
-            free_slots: Vec::new(),
-            buckets_len,
+            space: SlotSpace::default(),
             extents: Extents::default(),
-            generation: 0,
-            overlay: HashMap::new(),
+            published: Published::new(),
         };
+        let mut free = Vec::new();
         let mut used_extents = Vec::new();
         let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
         for start in (0..buckets_len).step_by(SCAN_BATCH as usize) {
@@ -124,7 +121,7 @@ impl ValueStore {
                 .enumerate()
             {
                 if is_free_mark(block) {
-                    state.free_slots.push(stored_slot(start + i as u64)?);
+                    free.push(stored_slot(start + i as u64)?);
                     continue;
                 }
                 let slot = start + i as u64;
@@ -146,6 +143,7 @@ impl ValueStore {
         if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != state.dir.buckets() {
             return Err(Error::corrupt("buckets overlap"));
         }
+        state.space = SlotSpace::new(buckets_len, free);
         state.extents = Extents::from_used(used_extents, meta.lengths[Target::Overflow as usize])?;
         Ok(ValueStore {
             state: RwLock::new(state),
@@ -171,21 +169,21 @@ impl ValueStore {
         let state = self.state.read();
         let (_, meta) = state.dir.bucket_of(key)?;
         let slot = meta.slot;
-        (!self.cache.contains(&slot)).then_some((state.generation, slot))
+        (!self.cache.contains(&slot)).then_some((state.published.generation(), slot))
     }
 
     /// Caches a bucket prefetched from `slot` at `generation` if it is still the
     /// committed one.
     pub(crate) fn offer(&self, slot: u32, generation: u64, block: BlockBuf) {
         let state = self.state.read();
-        if state.generation == generation && !state.overlay.contains_key(&slot) {
+        if state.published.may_cache(generation, slot) {
             self.cache.insert(slot, Arc::new(block));
         }
     }
 
     /// The blocks of `slots`, from the cache where it has them, each with whether
     /// it came from the disk. The caller checks that they are committed ones
-    /// (generation and overlay) before using or caching them.
+    /// (generation and shield) before using or caching them.
     fn read_buckets(
         &self,
         store: &Store,
@@ -237,7 +235,7 @@ impl ValueStore {
 
     /// Runs `f` on the committed contents of the buckets `slots_of` picks from the
     /// directory, consistent with one published state even while a commit writes
-    /// in place: a bucket being overwritten is served from the overlay, and a
+    /// in place: a bucket being overwritten is served from RAM (shielded), and a
     /// publish in between means looking again.
     fn with_committed(
         &self,
@@ -250,16 +248,16 @@ impl ValueStore {
         loop {
             let (generation, slots) = {
                 let state = self.state.read();
-                (state.generation, slots_of(&state.dir))
+                (state.published.generation(), slots_of(&state.dir))
             };
             let blocks = self.read_buckets(store, &slots)?;
             let state = self.state.read();
-            if state.generation != generation {
+            if !state.published.is_current(generation) {
                 continue;
             }
             let mut result = Ok(());
             for (slot, (block, from_disk)) in slots.iter().zip(&blocks) {
-                let block = match state.overlay.get(slot) {
+                let block = match state.published.shielded(*slot) {
                     Some(committed) => committed,
                     None => {
                         if *from_disk {
@@ -290,7 +288,7 @@ impl ValueStore {
     /// The value of `key`.
     pub(crate) fn get(&self, store: &Store, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         loop {
-            let generation = self.state.read().generation;
+            let generation = self.state.read().published.generation();
             let (len, hash, start) = match self.entry(store, key)? {
                 None => return Ok(None),
                 Some(Entry {
@@ -305,7 +303,9 @@ impl ValueStore {
             match overflow::read(store, len, &hash, start) {
                 // Space freed by a publish since the lookup may hold another value
                 // by now: look again.
-                Err(Error::Corrupt { .. }) if self.state.read().generation != generation => {
+                Err(Error::Corrupt { .. })
+                    if !self.state.read().published.is_current(generation) =>
+                {
                     continue
                 }
                 result => return result.map(Some),
@@ -354,11 +354,11 @@ impl ValueStore {
         let state = self.state.read();
         let mut plan = ValuePlan {
             writes: Vec::new(),
-            buckets_len: state.buckets_len,
+            buckets_len: 0,
             overflow_len: 0,
             removed: Vec::new(),
             added: Vec::new(),
-            free_slots: state.free_slots.clone(),
+            space: state.space.clone(),
             freed_slots: Vec::new(),
             extents: state.extents.clone(),
             released: Vec::new(),
@@ -423,6 +423,7 @@ impl ValueStore {
             i = j;
         }
         plan.flush(&mut run, store, &state.dir, seqno, None)?;
+        plan.buckets_len = plan.space.length();
         plan.overflow_len = plan.extents.len;
         // Space is released only at publish, so these still hold the old values.
         for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
@@ -430,10 +431,7 @@ impl ValueStore {
         }
         drop(state);
         // From here until publish, readers take these buckets from RAM.
-        let mut state = self.state.write();
-        for (slot, block) in plan.old.drain(..) {
-            state.overlay.insert(slot, block);
-        }
+        self.state.write().published.shield(plan.old.drain(..));
         Ok(plan)
     }
 
@@ -441,14 +439,13 @@ impl ValueStore {
     /// buckets it would have overwritten from RAM.
     pub(crate) fn abandon(&self, plan: ValuePlan) {
         drop(plan);
-        self.state.write().overlay.clear();
+        self.state.write().published.abandon();
     }
 
     /// Makes a committed plan visible.
     pub(crate) fn publish(&self, plan: ValuePlan) {
         let mut state = self.state.write();
-        state.generation += 1;
-        state.overlay.clear();
+        state.published.publish();
         for (slot, block) in plan.new {
             match block {
                 Some(block) => self.cache.insert(slot, block),
@@ -462,9 +459,8 @@ impl ValueStore {
             let keys: Vec<KeyPath> = entries.iter().map(|e| e.key).collect();
             state.dir.insert(*slot, &keys);
         }
-        state.free_slots = plan.free_slots;
-        state.free_slots.extend(plan.freed_slots);
-        state.buckets_len = plan.buckets_len;
+        state.space = plan.space;
+        state.space.release(plan.freed_slots);
         state.extents = plan.extents;
         // Freed only now: until the commit was durable, readers could still want them.
         for (start, blocks) in plan.released {
@@ -549,12 +545,9 @@ impl ValuePlan {
         self.removed.extend(mins);
         let mut reusable = slots.into_iter();
         for part in split(entries) {
-            let slot = match reusable.next().or_else(|| self.free_slots.pop()) {
+            let slot = match reusable.next() {
                 Some(slot) => slot,
-                None => {
-                    self.buckets_len += 1;
-                    slot_number(self.buckets_len - 1)?
-                }
+                None => self.space.allocate()?,
             };
             let block = bucket::encode(&part, seqno);
             self.new.push((slot, Some(Arc::new(block.clone()))));
