@@ -11,9 +11,6 @@ use std::process::Command;
 
 use pagetrie::{Db, Error, KeyPath, Node, Options};
 
-/// Linux's ENOSPC.
-const ENOSPC: i32 = 28;
-
 /// A small ext4 filesystem on a loop device, unmounted when dropped.
 struct LoopFs {
     _dir: tempfile::TempDir,
@@ -112,7 +109,7 @@ fn a_full_disk_fails_a_commit_that_is_then_never_found() {
     let failure = failure.expect("the disk never filled");
     match &failure {
         Error::Io { file, source, .. } => {
-            assert_eq!(source.raw_os_error(), Some(ENOSPC), "{failure}");
+            assert_eq!(source.raw_os_error(), Some(libc::ENOSPC), "{failure}");
             assert!(file.is_some(), "the error names no file: {failure}");
             let cause = std::error::Error::source(&failure).expect("a source");
             assert!(cause.downcast_ref::<std::io::Error>().is_some());

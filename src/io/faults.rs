@@ -15,9 +15,6 @@ use parking_lot::Mutex;
 use super::file::DataFile;
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 
-/// Linux's ENOSPC, what a full disk answers.
-const ENOSPC: i32 = 28;
-
 /// Sectors a block can tear at: a power loss may keep any prefix of them.
 const SECTORS: u64 = (BLOCK_SIZE / 512) as u64;
 
@@ -161,7 +158,7 @@ impl Faults {
     pub(crate) fn before_reserve(&self, blocks: u64) -> io::Result<()> {
         match take(&self.space_left, blocks) {
             true => Ok(()),
-            false => Err(io::Error::from_raw_os_error(ENOSPC)),
+            false => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
         }
     }
 
@@ -175,7 +172,7 @@ impl Faults {
             Some(before)
         } else {
             if !take(&self.space_left, 1) {
-                return Err(io::Error::from_raw_os_error(ENOSPC));
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
             }
             None
         };

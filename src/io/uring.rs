@@ -12,9 +12,7 @@ use io_uring::{opcode, squeue, types, IoUring, Probe};
 use super::{count, IoCounters, Job, Op};
 use crate::block::{Block, BLOCK_SIZE};
 
-const EINTR: i32 = 4;
-const EAGAIN: i32 = 11;
-const EBUSY: i32 = 16;
+use libc::{EAGAIN, EBUSY, EINTR};
 
 /// Failed submissions in a row (1 ms apart) after which the ring is given up.
 const SUBMIT_ATTEMPTS: u32 = 100;
