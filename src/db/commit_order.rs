@@ -79,6 +79,17 @@ impl Shared {
     /// A multi-proof of `keys` at commit `base_seqno`, which must be the head.
     pub(super) fn prove(&self, base_seqno: u64, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         let (_writer, head) = self.writer_at(base_seqno)?;
+        self.prove_locked(head, keys)
+    }
+
+    /// A multi-proof of `keys` at the head.
+    pub(super) fn prove_head(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        let _writer = self.writer.lock();
+        self.prove_locked(self.versions.head(), keys)
+    }
+
+    /// The caller holds the writer lock.
+    fn prove_locked(&self, head: Head, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         let mut keys = keys.to_vec();
         keys.sort_unstable();
         keys.dedup();

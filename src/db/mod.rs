@@ -117,9 +117,10 @@ impl Db {
         self.shared.versions.head().root
     }
 
-    /// The committed value of `key` at [`Db::root`]. Safe from any thread, also
-    /// while a commit runs: it sees the state before or after that commit,
-    /// never a mix. For several reads at one root, use a [`Session`].
+    /// The committed value of `key`: at [`Db::root`] as read just before, or at
+    /// a commit that landed since. Safe from any thread, also while a commit
+    /// runs: it sees the state before or after that commit, never a mix. For
+    /// several reads at one root, use a [`Session`].
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         let base = self.shared.versions.head().seqno;
         self.shared.read_at(base, key)
@@ -142,13 +143,7 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn prove(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
-        loop {
-            // A commit may land between reading the head and taking the lock.
-            match self.shared.prove(self.shared.versions.head().seqno, keys) {
-                Err(Error::StaleSession) => continue,
-                other => return other,
-            }
-        }
+        self.shared.prove_head(keys)
     }
 
     /// A session on the current root. Many may exist; the first to commit wins,

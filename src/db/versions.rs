@@ -124,7 +124,8 @@ impl Versions {
         current: Option<Vec<u8>>,
     ) -> Option<Vec<u8>> {
         let state = self.state.read();
-        for log in state.logs.iter().filter(|log| log.seqno > base) {
+        let newer = state.logs.partition_point(|log| log.seqno <= base);
+        for log in state.logs.range(newer..) {
             if let Ok(i) = log.before.binary_search_by(|(k, _)| k.cmp(key)) {
                 return log.before[i].1.clone();
             }

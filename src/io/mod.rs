@@ -39,6 +39,25 @@ pub enum IoBackend {
     ThreadPool,
 }
 
+/// The error of a job given up while the kernel may still carry it out: a
+/// write that failed this way may yet land.
+#[derive(Debug)]
+pub(crate) struct Abandoned(pub(crate) String);
+
+impl std::fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Abandoned {}
+
+/// Whether `e` is a write that failed but may still land ([`Abandoned`]).
+pub(crate) fn may_still_land(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. }
+        if source.get_ref().is_some_and(|inner| inner.is::<Abandoned>()))
+}
+
 /// Read or write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {

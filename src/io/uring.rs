@@ -73,8 +73,13 @@ impl Ring {
     }
 
     fn run(mut self, jobs: Receiver<Job>) {
-        if let Err(e) = self.serve(&jobs) {
-            self.abandon(&e);
+        match self.serve(&jobs) {
+            // Nothing in flight: the lock need not outlive the ring, which the
+            // kernel may take a while to tear down.
+            Ok(()) => {
+                let _ = self.ring.submitter().unregister_files();
+            }
+            Err(e) => self.abandon(&e),
         }
     }
 
@@ -173,8 +178,10 @@ impl Ring {
         for slot in self.slots.iter_mut() {
             if let Some(mut f) = slot.take() {
                 std::mem::forget(std::mem::replace(&mut f.job.block, Block::zeroed()));
-                f.job
-                    .finish(Err(io::Error::new(why.kind(), format!("io_uring: {why}"))));
+                f.job.finish(Err(io::Error::new(
+                    why.kind(),
+                    super::Abandoned(format!("io_uring: {why}")),
+                )));
             }
         }
         self.in_flight = 0;

@@ -31,7 +31,9 @@ use wal::Place;
 const WAL_SLACK_BLOCKS: u64 = 4096;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::io::{create_dir_durable, sync_dir, DataFile, DirLock, Io, IoBackend, Op};
+use crate::io::{
+    create_dir_durable, may_still_land, sync_dir, DataFile, DirLock, Io, IoBackend, Op,
+};
 use crate::trie::{Node, TERMINATOR};
 use crate::Error;
 
@@ -261,6 +263,11 @@ impl Store {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
         validate(&batch)?;
+        // Room for the in-place writes first: a full disk refuses the commit
+        // here, with nothing written and the store still usable.
+        for t in Target::ALL {
+            self.targets[t as usize].reserve(batch.lengths[t as usize])?;
+        }
         let result = self.commit_locked(batch);
         if result.is_err() {
             self.poisoned.store(true, Ordering::SeqCst);
@@ -306,22 +313,18 @@ impl Store {
         let headers = log.len() - places.len();
         let wal = &self.wals[meta.slot() as usize];
 
-        // 0. Room for the in-place writes, before anything is written: a full
-        // disk fails here and leaves the commit undone.
-        for t in Target::ALL {
-            self.targets[t as usize].reserve(meta.lengths[t as usize])?;
-        }
-
         // 1. The log, synced: the commit point, since recovery rolls forward
         // to any whole log. If it fails, the log is erased so that the error
         // means "not committed"; only if that fails too is the outcome open.
         let mut returned = match write_log(&self.io, wal, log) {
             Ok(returned) => returned,
             Err(e) => {
-                return Err(match wal.erase() {
-                    Ok(()) => e,
-                    Err(_) => Error::CommitInDoubt(Box::new(e)),
-                })
+                // A log write the engine gave up on may land after the erase.
+                let erased = wal.erase().is_ok() && !may_still_land(&e);
+                return Err(match erased {
+                    true => e,
+                    false => Error::CommitInDoubt(Box::new(e)),
+                });
             }
         };
 
@@ -417,14 +420,18 @@ fn apply(
     places: &[Place],
     blocks: Vec<BlockBuf>,
 ) -> Result<(), Error> {
-    io.run_all(places.iter().zip(blocks).map(|(p, b)| {
-        (
-            targets[p.target as usize].clone(),
-            Op::Write,
-            p.index * BLOCK_SIZE as u64,
-            b,
-        )
-    }))?;
+    let offsets = places
+        .iter()
+        .map(|p| p.index.checked_mul(BLOCK_SIZE as u64))
+        .collect::<Option<Vec<u64>>>()
+        .ok_or(Error::corrupt("a block index past any file"))?;
+    io.run_all(
+        places
+            .iter()
+            .zip(offsets)
+            .zip(blocks)
+            .map(|((p, offset), b)| (targets[p.target as usize].clone(), Op::Write, offset, b)),
+    )?;
     for t in Target::ALL {
         if places.iter().any(|p| p.target == t) {
             targets[t as usize].sync()?;
@@ -490,9 +497,18 @@ fn recover(
     }
     write_meta(io, meta_file, &meta)?;
 
-    // Applying a commit only writes within or past the lengths before it.
+    // Applying a commit only writes within or past the lengths before it,
+    // and never past the lengths after it.
     check_lengths(targets, &meta.prev_lengths)?;
     if let Some(log) = log {
+        if let Some(p) = log
+            .places
+            .iter()
+            .find(|p| p.index >= meta.lengths[p.target as usize])
+        {
+            let wal = ["wal0", "wal1"][meta.slot() as usize];
+            return Err(Error::corrupt("the log writes past its commit's lengths").at(wal, p.index));
+        }
         apply(io, targets, &log.places, log.blocks)?;
     }
     check_lengths(targets, &meta.lengths)?;

@@ -570,3 +570,26 @@ fn random_byte_flips_never_panic_on_open() {
         }
     });
 }
+
+#[test]
+fn no_room_refuses_a_commit_without_poisoning_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::none());
+    let config = StoreConfig {
+        faults: Some(faults.clone()),
+        ..StoreConfig::default()
+    };
+    let store = Store::open(dir.path(), config).unwrap();
+    store.commit(batch(1)).unwrap();
+    // Commit 2 grows the buckets file; there is no room for it.
+    faults.disk_full_after(0);
+    match store.commit(batch(2)) {
+        Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ENOSPC)),
+        other => panic!("expected ENOSPC, got {:?}", other.err()),
+    }
+    store.read(Target::Pages, 1).unwrap();
+    faults.clear();
+    store.commit(batch(2)).unwrap();
+    drop(store);
+    assert_state(&open(dir.path()), 2);
+}
