@@ -90,6 +90,7 @@ impl From<std::io::Error> for Error {
 
 impl Error {
     /// A failed check on stored data, before its place is known.
+    #[cfg(feature = "std")]
     pub(crate) const fn corrupt(what: &'static str) -> Error {
         Error::Corrupt {
             what,
@@ -99,6 +100,7 @@ impl Error {
     }
 
     /// `self`, placed at `block` of `file` if it is corruption not yet placed.
+    #[cfg(feature = "std")]
     pub(crate) fn at(self, file: &'static str, block: u64) -> Error {
         match self {
             Error::Corrupt {
