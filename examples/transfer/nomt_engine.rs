@@ -76,15 +76,7 @@ pub fn open_or_fill(
             return Ok((db, accounts, None, start.elapsed()));
         }
     }
-    match std::fs::remove_file(&state_path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    match std::fs::remove_dir_all(&db_path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    std::fs::create_dir_all(dir)?;
+    crate::workload::clear(dir, &db_path, &state_path)?;
     let start = Instant::now();
     let db = open(&db_path, log2, settings)?;
     let total = 1u64 << log2;

@@ -104,16 +104,7 @@ pub fn open_or_import(
             return Ok((Db::open(options(&db_path))?, accounts, None));
         }
     }
-    // The state first: a stale one must never describe the next database.
-    match std::fs::remove_file(&state_path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    match std::fs::remove_dir_all(&db_path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-        _ => {}
-    }
-    std::fs::create_dir_all(dir)?;
+    clear(dir, &db_path, &state_path)?;
     let start = Instant::now();
     let balance = 1000u64.to_be_bytes();
     let entries = (0..1u64 << log2).map(|id| (account_key(id), balance.to_vec()));
@@ -122,6 +113,20 @@ pub fn open_or_import(
     let accounts = Accounts::fresh(state_path, log2);
     accounts.save()?;
     Ok((db, accounts, Some(took)))
+}
+
+/// Removes a database and its state file before a new one is built in `dir`;
+/// the state first, so a stale one never describes the next database.
+pub fn clear(dir: &Path, db_path: &Path, state_path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(state_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    match std::fs::remove_dir_all(db_path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::create_dir_all(dir)
 }
 
 /// What one workload did.

@@ -91,14 +91,19 @@ impl DataFile {
 
     /// Makes every completed write durable.
     fn sync_io(&self) -> io::Result<()> {
+        self.synced_by(File::sync_data)
+    }
+
+    /// Runs `sync` on the file, through the fault plan if there is one.
+    fn synced_by(&self, sync: fn(&File) -> io::Result<()>) -> io::Result<()> {
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             f.before_sync()?;
-            self.file.sync_data()?;
+            sync(&self.file)?;
             f.synced(self.fd());
             return Ok(());
         }
-        self.file.sync_data()
+        sync(&self.file)
     }
 
     /// File length in whole blocks (a torn tail block does not count).
@@ -148,14 +153,8 @@ impl DataFile {
     /// is never replayed.
     fn erase_io(&self) -> io::Result<()> {
         self.file.set_len(0)?;
-        #[cfg(any(test, feature = "fault-injection"))]
-        if let Some(f) = &self.faults {
-            f.before_sync()?;
-            self.file.sync_all()?;
-            f.synced(self.fd());
-            return Ok(());
-        }
-        self.file.sync_all()
+        // The length is metadata: sync_all, not sync_data.
+        self.synced_by(File::sync_all)
     }
 
     /// Makes every completed write durable.
