@@ -41,8 +41,8 @@ fn build(dir: &std::path::Path) {
         let mut writes = std::mem::take(&mut vplan.writes);
         writes.append(&mut pplan.writes);
         let mut lengths = store.meta().lengths;
-        lengths[Target::Pages as usize] = pplan.length;
-        lengths[Target::Buckets as usize] = vplan.buckets_len;
+        lengths[Target::Pages as usize] = pplan.length();
+        lengths[Target::Buckets as usize] = vplan.buckets_len();
         lengths[Target::Overflow as usize] = vplan.overflow_len;
         store
             .commit(Batch {

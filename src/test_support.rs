@@ -40,7 +40,7 @@ pub(crate) fn commit_values(
     let seqno = store.meta().seqno + 1;
     let mut plan = values.plan(store, changes, seqno).unwrap();
     let mut lengths = store.meta().lengths;
-    lengths[Target::Buckets as usize] = plan.buckets_len;
+    lengths[Target::Buckets as usize] = plan.buckets_len();
     lengths[Target::Overflow as usize] = plan.overflow_len;
     let writes = std::mem::take(&mut plan.writes);
     store

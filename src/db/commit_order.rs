@@ -189,8 +189,8 @@ impl Shared {
             }
         };
         let mut lengths = [0; crate::store::TARGETS];
-        lengths[Target::Pages as usize] = page_plan.length;
-        lengths[Target::Buckets as usize] = value_plan.buckets_len;
+        lengths[Target::Pages as usize] = page_plan.length();
+        lengths[Target::Buckets as usize] = value_plan.buckets_len();
         lengths[Target::Overflow as usize] = value_plan.overflow_len;
         let mut block_writes = std::mem::take(&mut page_plan.writes);
         block_writes.append(&mut value_plan.writes);

@@ -39,12 +39,17 @@ const SCAN_BATCH: u64 = 1024;
 pub(crate) struct PagePlan {
     /// The blocks to commit.
     pub(crate) writes: Vec<BlockWrite>,
-    /// The pages file's length in blocks afterwards.
-    pub(crate) length: u64,
     stored: Vec<(PageId, u32, Arc<Page>, bool)>,
     freed: Vec<(PageId, u32)>,
     /// The pages file's slots after the plan's allocations (before its frees).
     space: SlotSpace,
+}
+
+impl PagePlan {
+    /// The pages file's length in blocks afterwards.
+    pub(crate) fn length(&self) -> u64 {
+        self.space.length()
+    }
 }
 
 /// What prefetching a page takes.
@@ -226,7 +231,6 @@ impl PageStore {
         let slots = self.slots.read();
         let mut plan = PagePlan {
             writes: Vec::new(),
-            length: 0,
             stored: Vec::new(),
             freed: Vec::new(),
             space: slots.space.clone(),
@@ -266,7 +270,6 @@ impl PageStore {
                 }
             }
         }
-        plan.length = plan.space.length();
         drop(slots);
         self.slots.write().published.shield(overwritten);
         Ok(plan)

@@ -31,7 +31,7 @@ fn commit(
     let seqno = store.meta().seqno + 1;
     let mut plan = pages.plan(store, changes, seqno)?;
     let mut lengths = store.meta().lengths;
-    lengths[Target::Pages as usize] = plan.length;
+    lengths[Target::Pages as usize] = plan.length();
     let writes = std::mem::take(&mut plan.writes);
     store.commit(Batch {
         root: [0; 32],
@@ -288,7 +288,7 @@ fn reads_during_commits_see_published_pages_only() {
         let seqno = store.meta().seqno + 1;
         let mut plan = pages.plan(&store, changes, seqno).unwrap();
         let mut lengths = store.meta().lengths;
-        lengths[Target::Pages as usize] = plan.length;
+        lengths[Target::Pages as usize] = plan.length();
         let writes = std::mem::take(&mut plan.writes);
         store
             .commit(Batch {

@@ -68,6 +68,21 @@ fn batch(k: u64) -> Batch {
     }
 }
 
+/// A store in `dir` whose files go through a fresh fault plan, with commits
+/// 1 to `commits` made.
+fn faulty_store(dir: &Path, commits: u64) -> (Store, Arc<Faults>) {
+    let faults = Arc::new(Faults::none());
+    let config = StoreConfig {
+        faults: Some(faults.clone()),
+        ..StoreConfig::default()
+    };
+    let store = Store::open(dir, config).unwrap();
+    for k in 1..=commits {
+        store.commit(batch(k)).unwrap();
+    }
+    (store, faults)
+}
+
 /// Asserts the store holds exactly the state after commit `s`.
 fn assert_state(store: &Store, s: u64) {
     let meta = store.meta();
@@ -205,15 +220,7 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
         for short in [false, true] {
             for power_loss_seed in [None, Some(fail_at * 31 + 7)] {
                 let dir = tempfile::tempdir().unwrap();
-                let faults = Arc::new(Faults::none());
-                let config = StoreConfig {
-                    faults: Some(faults.clone()),
-                    ..StoreConfig::default()
-                };
-                let store = Store::open(dir.path(), config).unwrap();
-                for k in 1..=3 {
-                    store.commit(batch(k)).unwrap();
-                }
+                let (store, faults) = faulty_store(dir.path(), 3);
                 faults.short_writes.store(short, Ordering::SeqCst);
                 faults.writes_left.store(fail_at, Ordering::SeqCst);
                 let error = store.commit(batch(4)).err();
@@ -264,16 +271,7 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
 #[test]
 fn failed_syncs_and_reads_are_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::none());
-    let store = Store::open(
-        dir.path(),
-        StoreConfig {
-            faults: Some(faults.clone()),
-            ..StoreConfig::default()
-        },
-    )
-    .unwrap();
-    store.commit(batch(1)).unwrap();
+    let (store, faults) = faulty_store(dir.path(), 1);
     faults.fail_reads.store(true, Ordering::SeqCst);
     assert!(store.read(Target::Pages, 1).is_err());
     faults.fail_reads.store(false, Ordering::SeqCst);
@@ -300,15 +298,7 @@ fn an_error_from_a_commit_says_whether_reopening_finds_it() {
     for fail_at in 0..=SYNCS_PER_COMMIT {
         for power_loss_seed in [None, Some(fail_at * 17 + 3)] {
             let dir = tempfile::tempdir().unwrap();
-            let faults = Arc::new(Faults::none());
-            let config = StoreConfig {
-                faults: Some(faults.clone()),
-                ..StoreConfig::default()
-            };
-            let store = Store::open(dir.path(), config).unwrap();
-            for k in 1..=3 {
-                store.commit(batch(k)).unwrap();
-            }
+            let (store, faults) = faulty_store(dir.path(), 3);
             faults.sync_fails_after.store(fail_at, Ordering::SeqCst);
             let expected = match store.commit(batch(4)) {
                 Ok(_) => {
@@ -359,18 +349,7 @@ fn a_damaged_newest_meta_record_is_rebuilt_from_its_log() {
         // record), all.
         for landed in [0, 2, 5] {
             let dir = tempfile::tempdir().unwrap();
-            let faults = Arc::new(Faults::none());
-            let store = Store::open(
-                dir.path(),
-                StoreConfig {
-                    faults: Some(faults.clone()),
-                    ..StoreConfig::default()
-                },
-            )
-            .unwrap();
-            for k in 1..=4 {
-                store.commit(batch(k)).unwrap();
-            }
+            let (store, faults) = faulty_store(dir.path(), 4);
             faults
                 .writes_left
                 .store(WRITES_BEFORE_DURABLE + 1 + landed, Ordering::SeqCst);
@@ -574,13 +553,7 @@ fn random_byte_flips_never_panic_on_open() {
 #[test]
 fn no_room_refuses_a_commit_without_poisoning_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let faults = Arc::new(Faults::none());
-    let config = StoreConfig {
-        faults: Some(faults.clone()),
-        ..StoreConfig::default()
-    };
-    let store = Store::open(dir.path(), config).unwrap();
-    store.commit(batch(1)).unwrap();
+    let (store, faults) = faulty_store(dir.path(), 1);
     // Commit 2 grows the buckets file; there is no room for it.
     faults.disk_full_after(0);
     match store.commit(batch(2)) {

@@ -63,8 +63,7 @@ fn check_value_len(len: usize) -> Result<(), Error> {
 pub(crate) struct ValuePlan {
     /// The blocks to commit.
     pub(crate) writes: Vec<BlockWrite>,
-    /// The buckets and overflow files' lengths in blocks afterwards.
-    pub(crate) buckets_len: u64,
+    /// The overflow file's length in blocks afterwards.
     pub(crate) overflow_len: u64,
     removed: Vec<KeyPath>,
     added: Vec<(u32, Vec<Entry>)>,
@@ -354,7 +353,6 @@ impl ValueStore {
         let state = self.state.read();
         let mut plan = ValuePlan {
             writes: Vec::new(),
-            buckets_len: 0,
             overflow_len: 0,
             removed: Vec::new(),
             added: Vec::new(),
@@ -423,7 +421,6 @@ impl ValueStore {
             i = j;
         }
         plan.flush(&mut run, store, &state.dir, seqno, None)?;
-        plan.buckets_len = plan.space.length();
         plan.overflow_len = plan.extents.len;
         // Space is released only at publish, so these still hold the old values.
         for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
@@ -470,6 +467,11 @@ impl ValueStore {
 }
 
 impl ValuePlan {
+    /// The buckets file's length in blocks afterwards.
+    pub(crate) fn buckets_len(&self) -> u64 {
+        self.space.length()
+    }
+
     /// `old` (a bucket's entries) with `changes` applied; overflow space for new
     /// long values is allocated, and the space of replaced ones released at publish.
     fn merge(&mut self, old: Vec<Entry>, changes: &[(KeyPath, Option<Vec<u8>>)]) -> Vec<Entry> {

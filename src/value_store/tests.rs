@@ -442,7 +442,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
     faults.writes_left.store(0, Ordering::SeqCst);
     let plan = values.plan(&store, &[(key(3), Some(vec![3]))], 2).unwrap();
     let mut lengths = store.meta().lengths;
-    lengths[Target::Buckets as usize] = plan.buckets_len;
+    lengths[Target::Buckets as usize] = plan.buckets_len();
     assert!(store
         .commit(Batch {
             root: [0; 32],
