@@ -397,7 +397,7 @@ fn corruptions(
         false => tempfile::tempdir(),
     }
     .map_err(|e| e.to_string())?;
-    let files = ["meta", "wal0", "wal1", "pages", "buckets", "overflow"];
+    let files = ["meta", "slots0", "slots1", "pages", "buckets", "overflow"];
     let root = root_of(model);
     let mut c = Corruptions::default();
     for t in 0..trials {

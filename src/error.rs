@@ -30,15 +30,10 @@ pub enum Error {
         /// The check that failed.
         what: &'static str,
         /// The file, where known: `pages`, `buckets`, `overflow`, `meta`,
-        /// `wal0` or `wal1`.
+        /// `slots0` or `slots1`.
         file: Option<&'static str>,
         /// The 4 KiB block of that file, where known.
         block: Option<u64>,
-    },
-    /// A commit would change more blocks than one commit can hold.
-    CommitTooLarge {
-        /// Blocks the commit would write.
-        blocks: usize,
     },
     /// The crate broke one of its own rules; nothing was written. Please report it.
     Internal(&'static str),
@@ -47,6 +42,16 @@ pub enum Error {
     StaleSession,
     /// Another handle holds the database directory.
     Locked,
+    /// The database was written in a format this build does not read (format 2
+    /// wrote every block twice, through a log; format 3 writes copy-on-write).
+    /// Nothing was changed: build the database again (for example with
+    /// [`crate::Db::import`] from the node's own state).
+    UnsupportedFormat {
+        /// The format version the database's meta record names.
+        found: u32,
+        /// The format version this build reads and writes.
+        supported: u32,
+    },
     /// [`crate::Db::import`] was pointed at a path that already holds something.
     DirectoryNotEmpty,
     /// An earlier write failed; the database refuses all operations until reopened,
@@ -69,7 +74,7 @@ pub enum Error {
     /// reopening finds it applied. The handle is poisoned.
     #[cfg(feature = "std")]
     CommitDurable(alloc::boxed::Box<Error>),
-    /// A commit's log write failed, and erasing the log failed too: reopening
+    /// A commit's slot map write failed, and erasing it failed too: reopening
     /// finds either the state before the commit or after it (compare
     /// [`crate::Db::root`]). The handle is poisoned. Needs two failures of the
     /// disk in a row; a full disk alone never causes it.
@@ -152,17 +157,16 @@ impl fmt::Display for Error {
                 }
                 write!(f, ": {what}")
             }
-            Error::CommitTooLarge { blocks } => {
-                write!(
-                    f,
-                    "a commit of {blocks} blocks is more than one commit holds"
-                )
-            }
             Error::Internal(what) => write!(f, "internal error (please report): {what}"),
             Error::StaleSession => f.write_str(
                 "session is stale: another commit landed after it began; begin a new session",
             ),
             Error::Locked => f.write_str("database directory is in use by another handle"),
+            Error::UnsupportedFormat { found, supported } => write!(
+                f,
+                "database format {found} is not supported (this build reads format {supported}); \
+                 nothing was changed"
+            ),
             Error::DirectoryNotEmpty => {
                 f.write_str("import target exists and is not an empty directory")
             }

@@ -3,7 +3,7 @@
 //! answer with data or an error, never a panic.
 
 use crate::page_store::PageStore;
-use crate::store::{Batch, Store, StoreConfig, Target};
+use crate::store::{Batch, Store, StoreConfig};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::trie::{hash_value, KeyPath};
@@ -38,19 +38,10 @@ fn build(dir: &std::path::Path) {
             (id, Some(p))
         });
         let mut pplan = pages.plan(&store, page_changes.collect(), seqno).unwrap();
-        let mut writes = std::mem::take(&mut vplan.writes);
-        writes.append(&mut pplan.writes);
-        let mut lengths = store.meta().lengths;
-        lengths[Target::Pages as usize] = pplan.length();
-        lengths[Target::Buckets as usize] = vplan.buckets_len();
-        lengths[Target::Overflow as usize] = vplan.overflow_len;
-        store
-            .commit(Batch {
-                root: [round as u8; 32],
-                writes,
-                lengths,
-            })
-            .unwrap();
+        let mut batch = Batch::new([round as u8; 32], store.meta().lengths);
+        vplan.stage(&mut batch);
+        pplan.stage(&mut batch);
+        store.commit(batch).unwrap();
         pages.publish(pplan);
         values.publish(vplan);
     }
@@ -73,7 +64,7 @@ fn read_everything(dir: &std::path::Path) {
     }
 }
 
-const FILES: [&str; 6] = ["meta", "wal0", "wal1", "pages", "buckets", "overflow"];
+const FILES: [&str; 6] = ["meta", "slots0", "slots1", "pages", "buckets", "overflow"];
 
 #[test]
 fn random_byte_flips_in_a_real_database_never_panic() {

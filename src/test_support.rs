@@ -4,7 +4,7 @@ use std::path::Path;
 
 use proptest::test_runner::Config as ProptestConfig;
 
-use crate::store::{Batch, Store, Target};
+use crate::store::{Batch, Store};
 use crate::trie::KeyPath;
 use crate::value_store::ValueStore;
 
@@ -39,17 +39,9 @@ pub(crate) fn commit_values(
 ) {
     let seqno = store.meta().seqno + 1;
     let mut plan = values.plan(store, changes, seqno).unwrap();
-    let mut lengths = store.meta().lengths;
-    lengths[Target::Buckets as usize] = plan.buckets_len();
-    lengths[Target::Overflow as usize] = plan.overflow_len;
-    let writes = std::mem::take(&mut plan.writes);
-    store
-        .commit(Batch {
-            root: [0; 32],
-            writes,
-            lengths,
-        })
-        .unwrap();
+    let mut batch = Batch::new([0; 32], store.meta().lengths);
+    plan.stage(&mut batch);
+    store.commit(batch).unwrap();
     before_publish();
     values.publish(plan);
 }

@@ -13,7 +13,7 @@ use super::metrics::CommitTimers;
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
 use crate::commit::{update_trie, Change, Tree};
-use crate::store::{Batch, Target};
+use crate::store::Batch;
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
@@ -181,32 +181,15 @@ impl Shared {
         let seqno = base_seqno + 1;
         let mut value_plan = self.values.plan(&self.store, &writes, seqno)?;
         let previous = std::mem::take(&mut value_plan.previous);
-        let mut page_plan = match self.pages.plan(&self.store, pages, seqno) {
-            Ok(plan) => plan,
-            Err(e) => {
-                self.values.abandon(value_plan);
-                return Err(e);
-            }
-        };
-        let mut lengths = [0; crate::store::TARGETS];
-        lengths[Target::Pages as usize] = page_plan.length();
-        lengths[Target::Buckets as usize] = value_plan.buckets_len();
-        lengths[Target::Overflow as usize] = value_plan.overflow_len;
-        let mut block_writes = std::mem::take(&mut page_plan.writes);
-        block_writes.append(&mut value_plan.writes);
+        let mut page_plan = self.pages.plan(&self.store, pages, seqno)?;
+        let mut batch = Batch::new(root, self.store.meta().lengths);
+        value_plan.stage(&mut batch);
+        page_plan.stage(&mut batch);
         CommitTimers::add(&self.timers.plan_ns, started);
 
+        // A plan that is not committed changed nothing: dropping it is enough.
         let started = self.clock();
-        let committed = self.store.commit(Batch {
-            root,
-            writes: block_writes,
-            lengths,
-        });
-        if let Err(e) = committed {
-            self.values.abandon(value_plan);
-            self.pages.abandon(page_plan);
-            return Err(e);
-        }
+        self.store.commit(batch)?;
         // The root, new sessions' base and the values readers see move as one:
         // a reader that sees the published values also sees the undo log that
         // takes a session pinned before back to its base.

@@ -30,6 +30,8 @@ pub struct Faults {
     /// Syncs that still succeed; the next one fails, and those after it
     /// succeed again (u64::MAX: never).
     pub(crate) sync_fails_after: AtomicU64,
+    /// Syncs that still succeed; every one after them fails (u64::MAX: never).
+    syncs_left: AtomicU64,
     pub(crate) fail_reads: AtomicBool,
     /// Blocks the files may still grow by before writes fail with ENOSPC
     /// (u64::MAX: unbounded).
@@ -90,6 +92,7 @@ impl Faults {
         let f = Faults::default();
         f.writes_left.store(u64::MAX, Ordering::SeqCst);
         f.sync_fails_after.store(u64::MAX, Ordering::SeqCst);
+        f.syncs_left.store(u64::MAX, Ordering::SeqCst);
         f.space_left.store(u64::MAX, Ordering::SeqCst);
         f
     }
@@ -104,6 +107,11 @@ impl Faults {
     /// Lets `n` more syncs succeed, then fails the next one only.
     pub fn fail_one_sync_after(&self, n: u64) {
         self.sync_fails_after.store(n, Ordering::SeqCst);
+    }
+
+    /// Lets `n` more syncs succeed, then fails every sync after them.
+    pub fn fail_syncs_after(&self, n: u64) {
+        self.syncs_left.store(n, Ordering::SeqCst);
     }
 
     /// Fails every sync from now on (or none, with `false`).
@@ -128,6 +136,7 @@ impl Faults {
         self.short_writes.store(false, Ordering::SeqCst);
         self.fail_syncs.store(false, Ordering::SeqCst);
         self.sync_fails_after.store(u64::MAX, Ordering::SeqCst);
+        self.syncs_left.store(u64::MAX, Ordering::SeqCst);
         self.fail_reads.store(false, Ordering::SeqCst);
         self.space_left.store(u64::MAX, Ordering::SeqCst);
     }
@@ -148,7 +157,7 @@ impl Faults {
                 return Err(injected());
             }
         }
-        if self.fail_syncs.load(Ordering::SeqCst) {
+        if self.fail_syncs.load(Ordering::SeqCst) || !take(&self.syncs_left, 1) {
             return Err(injected());
         }
         Ok(())

@@ -111,15 +111,6 @@ impl DataFile {
         Ok(self.file.metadata()?.len() / BLOCK_SIZE as u64)
     }
 
-    /// Cuts the file to `blocks` blocks if it is longer; the new length is made
-    /// durable by a later sync, or not at all (callers must not depend on it).
-    fn shrink_to_io(&self, blocks: u64) -> io::Result<()> {
-        if self.blocks_io()? > blocks {
-            self.file.set_len(blocks * BLOCK_SIZE as u64)?;
-        }
-        Ok(())
-    }
-
     /// Allocates disk space for the file's first `blocks` blocks, extending it
     /// if shorter, so that writing them cannot fail for want of space.
     fn reserve_io(&self, blocks: u64) -> io::Result<()> {
@@ -149,8 +140,8 @@ impl DataFile {
         }
     }
 
-    /// Cuts the file to nothing and makes that durable: a log erased this way
-    /// is never replayed.
+    /// Cuts the file to nothing and makes that durable: a slot map erased this
+    /// way never names a commit.
     fn erase_io(&self) -> io::Result<()> {
         self.file.set_len(0)?;
         // The length is metadata: sync_all, not sync_data.
@@ -167,12 +158,6 @@ impl DataFile {
         self.blocks_io().map_err(self.failed("measuring"))
     }
 
-    /// Cuts the file to `blocks` blocks if it is longer; the new length is made
-    /// durable by a later sync, or not at all (callers must not depend on it).
-    pub(crate) fn shrink_to(&self, blocks: u64) -> Result<(), Error> {
-        self.shrink_to_io(blocks).map_err(self.failed("cutting"))
-    }
-
     /// Allocates disk space for the file's first `blocks` blocks, extending it
     /// if shorter, so that writing them cannot fail for want of space.
     pub(crate) fn reserve(&self, blocks: u64) -> Result<(), Error> {
@@ -180,8 +165,8 @@ impl DataFile {
             .map_err(self.failed("allocating space in"))
     }
 
-    /// Cuts the file to nothing and makes that durable: a log erased this way
-    /// is never replayed.
+    /// Cuts the file to nothing and makes that durable: a slot map erased this
+    /// way never names a commit.
     pub(crate) fn erase(&self) -> Result<(), Error> {
         self.erase_io().map_err(self.failed("erasing"))
     }

@@ -1,5 +1,6 @@
 //! The page store (docs/design.md section 4): trie pages by page id in the `pages`
-//! file, which grows by appending and reuses the slots of deleted pages.
+//! file. A changed page moves to a free slot (copy-on-write) and its old slot is
+//! freed once the commit is durable; the file grows only when no slot is free.
 //!
 //! RAM holds a slot index of a few bytes per page, so a lookup costs at most one
 //! read and a page that is not stored costs none; the top three page levels stay
@@ -25,30 +26,38 @@ use cache::PageCache;
 use index::SlotIndex;
 
 use crate::block::BlockBuf;
-use crate::store::{
-    free_mark, is_free_mark, stored_slot, BlockWrite, Published, SlotSpace, Store, Target,
-};
+use crate::store::{stored_slot, Batch, BlockWrite, Published, SlotSpace, Store, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
 
 /// Blocks read per batch when scanning the file at open.
-const SCAN_BATCH: u64 = 1024;
+const SCAN_BATCH: usize = 1024;
 
 /// Changes to pages, to be committed together.
 pub(crate) struct PagePlan {
+    seqno: u64,
     /// The blocks to commit.
-    pub(crate) writes: Vec<BlockWrite>,
-    stored: Vec<(PageId, u32, Arc<Page>, bool)>,
+    writes: Vec<BlockWrite>,
+    /// Pages written: id, new slot, contents.
+    stored: Vec<(PageId, u32, Arc<Page>)>,
+    /// Slots the commit stops using: id and old slot of every page it
+    /// replaces or deletes.
     freed: Vec<(PageId, u32)>,
+    /// Pages deleted, for the cache to drop at publish.
+    deleted: Vec<PageId>,
     /// The pages file's slots after the plan's allocations (before its frees).
     space: SlotSpace,
 }
 
 impl PagePlan {
-    /// The pages file's length in blocks afterwards.
-    pub(crate) fn length(&self) -> u64 {
-        self.space.length()
+    /// Adds the plan's writes, frees and file length to `batch`.
+    pub(crate) fn stage(&mut self, batch: &mut Batch) {
+        batch.writes.append(&mut self.writes);
+        batch
+            .freed
+            .extend(self.freed.iter().map(|&(_, slot)| (Target::Pages, slot)));
+        batch.lengths[Target::Pages as usize] = self.space.length();
     }
 }
 
@@ -65,7 +74,7 @@ pub(crate) enum Fetch {
 struct Slots {
     index: SlotIndex,
     space: SlotSpace,
-    published: Published<Page>,
+    published: Published,
 }
 
 /// The trie's pages on disk, with their index and cache.
@@ -81,26 +90,20 @@ pub(crate) struct PageStore {
 }
 
 impl PageStore {
-    /// Scans the pages file of `store` and indexes every page in it. Each slot must
-    /// hold a valid page or a free mark; anything else is corruption.
+    /// Reads every used slot of the pages file of `store` and indexes the page
+    /// in it. Each must hold a valid page; anything else is corruption.
     pub(crate) fn open(store: &Store, cache_pages: usize, seed: u64) -> Result<PageStore, Error> {
         let length = store.meta().lengths[Target::Pages as usize];
         let mut slots = Slots {
             index: SlotIndex::new(seed),
-            space: SlotSpace::default(),
-            published: Published::new(),
+            space: SlotSpace::new(length, store.free_slots(Target::Pages)?),
+            published: Published::default(),
         };
-        let mut free = Vec::new();
         let cache = PageCache::new(cache_pages);
         let mut seen = std::collections::HashSet::new();
-        for start in (0..length).step_by(SCAN_BATCH as usize) {
-            let end = (start + SCAN_BATCH).min(length);
-            let blocks = store.read_blocks(Target::Pages, start..end)?;
-            for (slot, block) in (start..end).zip(blocks) {
-                if is_free_mark(&block) {
-                    free.push(stored_slot(slot)?);
-                    continue;
-                }
+        for chunk in store.used_slots(Target::Pages).chunks(SCAN_BATCH) {
+            let blocks = store.read_blocks(Target::Pages, chunk.iter().copied())?;
+            for (&slot, block) in chunk.iter().zip(blocks) {
                 let page = Page::from_block(block);
                 let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
                 if !seen.insert(id) {
@@ -110,7 +113,6 @@ impl PageStore {
                 cache.insert(id, Arc::new(page));
             }
         }
-        slots.space = SlotSpace::new(length, free);
         Ok(PageStore {
             slots: RwLock::new(slots),
             cache,
@@ -153,15 +155,15 @@ impl PageStore {
         }
     }
 
-    /// Caches a block prefetched from `slot` at `generation` if it is page `id`
-    /// and still the committed one.
-    pub(crate) fn offer(&self, id: &PageId, slot: u32, generation: u64, block: BlockBuf) {
+    /// Caches a block prefetched at `generation` if it is page `id` and still
+    /// the committed one.
+    pub(crate) fn offer(&self, id: &PageId, generation: u64, block: BlockBuf) {
         let page = Page::from_block(block);
         if !matches!(page.verified_id(), Ok(found) if found == *id) {
             return;
         }
         let slots = self.slots.read();
-        if slots.published.may_cache(generation, slot) {
+        if slots.published.is_current(generation) {
             self.prefetched.fetch_add(1, Ordering::Relaxed);
             self.cache.insert(*id, Arc::new(page));
         }
@@ -192,20 +194,16 @@ impl PageStore {
                 .map(|&slot| (slot, store.read(Target::Pages, slot as u64)))
                 .collect();
             // Publishing takes the write lock, so under this read lock the
-            // generation tells whether the slots read were current, and the
-            // shield holds whatever a commit has overwritten since.
+            // generation tells whether the slots read were current: a commit
+            // writes only slots the published state does not use.
             let slots = self.slots.read();
             if !slots.published.is_current(generation) {
                 continue;
             }
             let found = find(&candidates, id, |slot| {
-                match slots.published.shielded(slot) {
-                    Some(page) => Ok(page.clone()),
-                    None => read
-                        .remove(&slot)
-                        .unwrap_or(Err(Error::corrupt("page slot read twice")))
-                        .map(|b| Arc::new(Page::from_block(b))),
-                }
+                read.remove(&slot)
+                    .unwrap_or(Err(Error::corrupt("page slot read twice")))
+                    .map(|b| Arc::new(Page::from_block(b)))
             })?;
             let page = found.map(|(_, page)| page);
             if let Some(page) = &page {
@@ -216,7 +214,8 @@ impl PageStore {
     }
 
     /// Plans commit `seqno`'s page changes: `Some(page)` stores or replaces a page,
-    /// `None` deletes one; a page changed twice keeps its last change. Nothing is
+    /// `None` deletes one; a page changed twice keeps its last change. A page
+    /// written goes to a free slot and its old slot is freed. Nothing is
     /// visible until [`PageStore::publish`].
     pub(crate) fn plan(
         &self,
@@ -230,95 +229,73 @@ impl PageStore {
         }
         let slots = self.slots.read();
         let mut plan = PagePlan {
+            seqno,
             writes: Vec::new(),
             stored: Vec::new(),
             freed: Vec::new(),
+            deleted: Vec::new(),
             space: slots.space.clone(),
         };
-        let mut overwritten = Vec::new();
         for (i, (id, change)) in changes.into_iter().enumerate() {
             if last[&id] != i {
                 continue;
             }
-            let existing = self.stored(store, &slots, &id)?;
-            let (slot, is_new) = match (&change, existing) {
-                (_, Some((slot, old))) => {
-                    overwritten.push((slot, old));
-                    (slot, false)
-                }
-                (Some(_), None) => (plan.space.allocate()?, true),
-                (None, None) => continue,
-            };
+            if let Some(old) = self.slot_of(store, &slots, &id)? {
+                plan.freed.push((id, old));
+            }
             match change {
                 Some(mut page) => {
                     page.seal();
+                    let slot = plan.space.allocate()?;
                     let page = Arc::new(page);
                     plan.writes.push(BlockWrite {
                         target: Target::Pages,
                         index: slot as u64,
                         block: Page::clone(&page).into_block(),
                     });
-                    plan.stored.push((id, slot, page, is_new));
+                    plan.stored.push((id, slot, page));
                 }
-                None => {
-                    plan.writes.push(BlockWrite {
-                        target: Target::Pages,
-                        index: slot as u64,
-                        block: free_mark(seqno),
-                    });
-                    plan.freed.push((id, slot));
-                }
+                None => plan.deleted.push(id),
             }
         }
-        drop(slots);
-        self.slots.write().published.shield(overwritten);
         Ok(plan)
-    }
-
-    /// Drops a plan that will not be committed: readers stop taking the
-    /// blocks it would have overwritten from RAM.
-    pub(crate) fn abandon(&self, plan: PagePlan) {
-        drop(plan);
-        self.slots.write().published.abandon();
     }
 
     /// Makes a committed plan visible.
     pub(crate) fn publish(&self, plan: PagePlan) {
         let mut slots = self.slots.write();
         slots.space = plan.space;
-        for (id, slot, page, is_new) in plan.stored {
-            if is_new {
-                slots.index.insert(&id, slot);
-            }
+        for (id, slot) in &plan.freed {
+            slots.index.remove(id, *slot);
+        }
+        for (id, slot, page) in plan.stored {
+            slots.index.insert(&id, slot);
             self.cache.insert(id, page);
         }
-        for (id, slot) in plan.freed {
-            slots.index.remove(&id, slot);
-            slots.space.release([slot]);
-            self.cache.remove(&id);
+        for id in &plan.deleted {
+            self.cache.remove(id);
         }
+        let freed = plan.freed.into_iter().map(|(_, slot)| slot).collect();
+        slots.space.release(plan.seqno, freed);
         slots.published.publish();
     }
 
-    /// The slot and committed contents of page `id`, if stored.
-    fn stored(
-        &self,
-        store: &Store,
-        slots: &Slots,
-        id: &PageId,
-    ) -> Result<Option<(u32, Arc<Page>)>, Error> {
+    /// The slot of page `id`, if stored. A fingerprint shared with another
+    /// page costs reading the candidates, unless the page is cached and the
+    /// only candidate.
+    fn slot_of(&self, store: &Store, slots: &Slots, id: &PageId) -> Result<Option<u32>, Error> {
         let candidates: Vec<u32> = slots.index.candidates(id).collect();
-        if let ([slot], Some(page)) = (candidates.as_slice(), self.cache.get(id)) {
-            return Ok(Some((*slot, page)));
+        if let ([slot], true) = (candidates.as_slice(), self.cache.contains(id)) {
+            return Ok(Some(*slot));
         }
-        find(&candidates, id, |slot| {
+        let found = find(&candidates, id, |slot| {
             Ok(Arc::new(Page::from_block(
                 store.read(Target::Pages, slot as u64)?,
             )))
-        })
+        })?;
+        Ok(found.map(|(slot, _)| slot))
     }
 }
-
 /// The candidate slot holding page `id`, ruling out fingerprint collisions. Every
 /// slot looked at must hold an intact page: a damaged one is an error, never
 /// "absent".

@@ -30,14 +30,9 @@ fn commit(
 ) -> Result<(), Error> {
     let seqno = store.meta().seqno + 1;
     let mut plan = pages.plan(store, changes, seqno)?;
-    let mut lengths = store.meta().lengths;
-    lengths[Target::Pages as usize] = plan.length();
-    let writes = std::mem::take(&mut plan.writes);
-    store.commit(Batch {
-        root: [0; 32],
-        writes,
-        lengths,
-    })?;
+    let mut batch = Batch::new([0; 32], store.meta().lengths);
+    plan.stage(&mut batch);
+    store.commit(batch)?;
     pages.publish(plan);
     Ok(())
 }
@@ -287,16 +282,9 @@ fn reads_during_commits_see_published_pages_only() {
         changes.extend(churn.map(|id| (id, (round % 3 != 0).then(|| page(&id, round)))));
         let seqno = store.meta().seqno + 1;
         let mut plan = pages.plan(&store, changes, seqno).unwrap();
-        let mut lengths = store.meta().lengths;
-        lengths[Target::Pages as usize] = plan.length();
-        let writes = std::mem::take(&mut plan.writes);
-        store
-            .commit(Batch {
-                root: [0; 32],
-                writes,
-                lengths,
-            })
-            .unwrap();
+        let mut batch = Batch::new([0; 32], store.meta().lengths);
+        plan.stage(&mut batch);
+        store.commit(batch).unwrap();
         publishing.store(round as u64, Ordering::SeqCst);
         pages.publish(plan);
         published.store(round as u64, Ordering::SeqCst);

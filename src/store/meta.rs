@@ -1,6 +1,6 @@
-//! The meta record: which commit is durable, and where its WAL is. Two slots in the
-//! `meta` file alternate by sequence number, so a torn write of one leaves the
-//! other intact (layout in docs/format.md).
+//! The meta record: which commit is durable, and which slot map belongs to it.
+//! Two slots in the `meta` file alternate by sequence number, so a torn write of
+//! one leaves the other intact (layout in docs/format.md).
 
 use super::TARGETS;
 use crate::block::{Block, BlockBuf};
@@ -8,7 +8,8 @@ use crate::trie::Node;
 use crate::Error;
 
 const MAGIC: &[u8; 8] = b"pagetrie";
-const VERSION: u32 = 2;
+/// The format this build reads and writes: 3 is copy-on-write with slot maps.
+pub(crate) const VERSION: u32 = 3;
 const CHECKSUM: usize = 4088;
 
 /// The durable state of the database as one commit left it.
@@ -17,14 +18,14 @@ pub(crate) struct Meta {
     /// Commits so far; 0 is the empty database.
     pub(crate) seqno: u64,
     pub(crate) root: Node,
-    /// Blocks of this commit's WAL (0: nothing to replay).
-    pub(crate) wal_blocks: u64,
-    /// The checksum of the WAL's first block, which holds a checksum of the rest:
-    /// ties this record to exactly one log.
-    pub(crate) wal_sum: u64,
+    /// Blocks of this commit's slot map file (0: the empty database has none).
+    pub(crate) map_blocks: u64,
+    /// The checksum of the map's header, which holds a checksum of the rest:
+    /// ties this record to exactly one map.
+    pub(crate) map_sum: u64,
     /// Length in blocks of each target file after this commit.
     pub(crate) lengths: [u64; TARGETS],
-    /// The same before it: the least a file can hold before the WAL is replayed.
+    /// The same before it: what the commit before built on.
     pub(crate) prev_lengths: [u64; TARGETS],
 }
 
@@ -40,8 +41,8 @@ impl Meta {
         b.0[8..12].copy_from_slice(&VERSION.to_le_bytes());
         b.put_u64(16, self.seqno);
         b.0[24..56].copy_from_slice(&self.root);
-        b.put_u64(56, self.wal_blocks);
-        b.put_u64(64, self.wal_sum);
+        b.put_u64(56, self.map_blocks);
+        b.put_u64(64, self.map_sum);
         for (i, len) in self.lengths.iter().chain(&self.prev_lengths).enumerate() {
             b.put_u64(72 + 8 * i, *len);
         }
@@ -62,8 +63,12 @@ impl Meta {
         if b.u64_at(CHECKSUM) != b.checksum(CHECKSUM) {
             return Err(Error::corrupt("meta record checksum"));
         }
-        if b.0[8..12] != VERSION.to_le_bytes() {
-            return Err(Error::corrupt("unknown meta format version"));
+        let version = u32::from_le_bytes(b.array(8));
+        if version != VERSION {
+            return Err(Error::UnsupportedFormat {
+                found: version,
+                supported: VERSION,
+            });
         }
         let mut lengths = [0u64; TARGETS];
         let mut prev_lengths = [0u64; TARGETS];
@@ -73,8 +78,8 @@ impl Meta {
         Ok(Some(Meta {
             seqno: b.u64_at(16),
             root: b.array(24),
-            wal_blocks: b.u64_at(56),
-            wal_sum: b.u64_at(64),
+            map_blocks: b.u64_at(56),
+            map_sum: b.u64_at(64),
             lengths,
             prev_lengths,
         }))
@@ -106,8 +111,8 @@ mod tests {
         let m = Meta {
             seqno: 7,
             root: [3; 32],
-            wal_blocks: 4,
-            wal_sum: 99,
+            map_blocks: 4,
+            map_sum: 99,
             lengths: [1, 2, 3],
             prev_lengths: [1, 1, 2],
         };

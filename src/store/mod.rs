@@ -1,20 +1,22 @@
 //! The storage engine's core: the database directory, its files, and the atomic
-//! commit of a batch of block writes (docs/design.md section 5).
+//! commit of a batch of block writes (docs/format.md, "Commit protocol").
 //!
-//! A commit writes every changed block to the WAL and syncs it, writes the meta
-//! slot for the new sequence number and syncs it, then writes the blocks in place
-//! and syncs those files. Recovery on open replays a WAL that belongs to the
-//! durable meta record. Any I/O error on the way poisons the store: it refuses
-//! every operation until reopened, and reopening yields the last durable state.
+//! Commits are copy-on-write: a commit writes its blocks only to slots the
+//! durable state does not use, syncs them, then writes and syncs the map of used
+//! slots (the commit point) and the meta record. Recovery on open needs no
+//! replay: it picks the newest commit whose map is whole. Any I/O error on the
+//! way poisons the store: it refuses every operation until reopened, and
+//! reopening yields the last durable state.
 //!
-//! Owns files, the lock, the I/O engine and the commit protocol. Knows nothing of
-//! what pages and buckets mean: the page store and value store build on it.
+//! Owns files, the lock, the I/O engine, which slots are used and the commit
+//! protocol. Knows nothing of what pages and buckets mean: the page store and
+//! value store build on it.
 
 mod meta;
 mod published;
+mod slot_map;
 #[cfg(test)]
 mod tests;
-mod wal;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +26,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub(crate) use meta::Meta;
 pub(crate) use published::{Published, SlotSpace};
-use wal::Place;
-
-/// A WAL file is cut back only when longer than twice the log it receives plus
-/// this many blocks (16 MiB).
-const WAL_SLACK_BLOCKS: u64 = 4096;
+use slot_map::SlotMap;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{
@@ -55,10 +53,6 @@ pub(crate) enum Target {
 impl Target {
     pub(crate) const ALL: [Target; TARGETS] = [Target::Pages, Target::Buckets, Target::Overflow];
 
-    fn from_u8(b: u8) -> Option<Target> {
-        Target::ALL.get(b as usize).copied()
-    }
-
     fn file_name(self) -> &'static str {
         match self {
             Target::Pages => "pages",
@@ -66,25 +60,6 @@ impl Target {
             Target::Overflow => "overflow",
         }
     }
-}
-
-const FREE_MAGIC: &[u8; 8] = b"ptfree\0\0";
-const FREE_CHECKSUM: usize = BLOCK_SIZE - 8;
-
-/// The block that marks a slot of a target file free, written by commit `seqno`.
-/// Stores rebuild their free lists from these at open.
-pub(crate) fn free_mark(seqno: u64) -> BlockBuf {
-    let mut b = Block::zeroed();
-    b.0[..8].copy_from_slice(FREE_MAGIC);
-    b.put_u64(8, seqno);
-    let sum = b.checksum(FREE_CHECKSUM);
-    b.put_u64(FREE_CHECKSUM, sum);
-    b
-}
-
-/// Whether `b` is a [`free_mark`].
-pub(crate) fn is_free_mark(b: &Block) -> bool {
-    &b.0[..8] == FREE_MAGIC && b.u64_at(FREE_CHECKSUM) == b.checksum(FREE_CHECKSUM)
 }
 
 /// Block `index` of a target file as a slot number. Slots are `u32`, so a
@@ -116,9 +91,25 @@ pub(crate) struct BlockWrite {
 /// Everything one commit changes.
 pub(crate) struct Batch {
     pub(crate) root: Node,
+    /// Blocks to write, each to a slot the durable state does not use.
     pub(crate) writes: Vec<BlockWrite>,
+    /// Slots of `pages` and `buckets` the durable state uses and the commit
+    /// stops using.
+    pub(crate) freed: Vec<(Target, u32)>,
     /// Each target file's length in blocks after the commit.
     pub(crate) lengths: [u64; TARGETS],
+}
+
+impl Batch {
+    /// A commit of root `root` that changes nothing yet, on files of `lengths`.
+    pub(crate) fn new(root: Node, lengths: [u64; TARGETS]) -> Batch {
+        Batch {
+            root,
+            writes: Vec::new(),
+            freed: Vec::new(),
+            lengths,
+        }
+    }
 }
 
 /// How to open a store.
@@ -156,19 +147,29 @@ fn default_backend() -> IoBackend {
     IoBackend::Auto
 }
 
+/// The durable commit and the slots it uses.
+#[derive(Clone)]
+struct Durable {
+    meta: Meta,
+    map: SlotMap,
+}
+
 /// An open database directory.
 pub(crate) struct Store {
     io: Io,
     targets: [Arc<DataFile>; TARGETS],
-    /// Commit `n` logs to `wals[n % 2]`, so a commit never overwrites the log of
-    /// the one before it: the durable meta record's log is always intact.
-    wals: [Arc<DataFile>; 2],
+    /// Commit `n` writes its slot map to `maps[n % 2]`, so a commit never
+    /// overwrites the map of the one before it: the durable meta record's map
+    /// is always intact.
+    maps: [Arc<DataFile>; 2],
     meta_file: Arc<DataFile>,
-    durable: RwLock<Meta>,
+    durable: RwLock<Durable>,
     commit_lock: Mutex<()>,
     poisoned: AtomicBool,
     _lock: DirLock,
 }
+
+const MAP_FILES: [&str; 2] = ["slots0", "slots1"];
 
 impl Store {
     /// Opens (creating if absent) the database in `dir`, recovering the last durable
@@ -185,8 +186,9 @@ impl Store {
             }
             Ok(Arc::new(file))
         };
+        refuse_older_format(dir)?;
         let meta_file = open("meta")?;
-        let wals = [open("wal0")?, open("wal1")?];
+        let maps = [open(MAP_FILES[0])?, open(MAP_FILES[1])?];
         let targets = [
             open(Target::Pages.file_name())?,
             open(Target::Buckets.file_name())?,
@@ -202,13 +204,13 @@ impl Store {
         #[cfg(not(any(test, feature = "fault-injection")))]
         let backend = config.backend;
         let io = Io::start(backend, Some(lock.fd()))?;
-        let meta = recover(&io, &meta_file, &wals, &targets)?;
+        let durable = recover(&io, &meta_file, &maps, &targets)?;
         Ok(Store {
             io,
             targets,
-            wals,
+            maps,
             meta_file,
-            durable: RwLock::new(meta),
+            durable: RwLock::new(durable),
             commit_lock: Mutex::new(()),
             poisoned: AtomicBool::new(false),
             _lock: lock,
@@ -217,7 +219,24 @@ impl Store {
 
     /// The durable state.
     pub(crate) fn meta(&self) -> Meta {
-        *self.durable.read()
+        self.durable.read().meta
+    }
+
+    /// The slots of `target` the durable state uses, ascending.
+    pub(crate) fn used_slots(&self, target: Target) -> Vec<u64> {
+        self.durable.read().map.used(target)
+    }
+
+    /// The slots of `target` the durable state does not use, ascending.
+    pub(crate) fn free_slots(&self, target: Target) -> Result<Vec<u32>, Error> {
+        let durable = self.durable.read();
+        let length = durable.meta.lengths[target as usize];
+        durable
+            .map
+            .free(target, length)
+            .into_iter()
+            .map(stored_slot)
+            .collect()
     }
 
     /// The I/O engine, for reads that overlap other work.
@@ -259,84 +278,84 @@ impl Store {
     /// anything was written), and reopening yields the state before the batch;
     /// except for [`Error::CommitDurable`] (the state after it) and
     /// [`Error::CommitInDoubt`] (either).
-    pub(crate) fn commit(&self, batch: Batch) -> Result<Meta, Error> {
+    pub(crate) fn commit(&self, mut batch: Batch) -> Result<Meta, Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
-        validate(&batch)?;
-        // Room for the in-place writes first: a full disk refuses the commit
-        // here, with nothing written and the store still usable.
+        let prev = self.durable.read().clone();
+        keep_last_writes(&mut batch);
+        let map = validate(&batch, &prev.map)?;
+        let commit = Meta {
+            seqno: prev.meta.seqno + 1,
+            root: batch.root,
+            lengths: batch.lengths,
+            prev_lengths: prev.meta.lengths,
+            ..Meta::default()
+        };
+        let (meta, map_blocks) = slot_map::encode(commit, &map);
+        let map_file = &self.maps[meta.slot() as usize];
+        // Room for every write first: a full disk refuses the commit here,
+        // with nothing written and the store still usable.
         for t in Target::ALL {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
-        let result = self.commit_locked(batch);
-        if result.is_err() {
-            self.poisoned.store(true, Ordering::SeqCst);
+        map_file.reserve(meta.map_blocks)?;
+        let result = self.commit_locked(batch.writes, &meta, map_file, map_blocks);
+        match result {
+            Ok(()) => *self.durable.write() = Durable { meta, map },
+            Err(_) => self.poisoned.store(true, Ordering::SeqCst),
         }
-        result
+        result.map(|()| meta)
     }
 
-    fn commit_locked(&self, mut batch: Batch) -> Result<Meta, Error> {
-        // In-place writes run concurrently, so a block written twice keeps only
-        // its last write.
-        let mut last = std::collections::HashMap::with_capacity(batch.writes.len());
-        for (i, w) in batch.writes.iter().enumerate() {
-            last.insert((w.target, w.index), i);
+    fn commit_locked(
+        &self,
+        mut writes: Vec<BlockWrite>,
+        meta: &Meta,
+        map_file: &Arc<DataFile>,
+        map_blocks: Vec<BlockBuf>,
+    ) -> Result<(), Error> {
+        // 1. The blocks, to slots the durable state does not use, in file
+        // order so neighbours can merge; synced before the map names them.
+        // A failure here leaves the durable state as it was.
+        writes.sort_unstable_by_key(|w| (w.target as u8, w.index));
+        let written: Vec<Target> = Target::ALL
+            .into_iter()
+            .filter(|t| writes.iter().any(|w| w.target == *t))
+            .collect();
+        let offsets = writes
+            .iter()
+            .map(|w| w.index.checked_mul(BLOCK_SIZE as u64))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or(Error::Internal("a block index past any file"))?;
+        self.io
+            .run_all(writes.into_iter().zip(offsets).map(|(w, offset)| {
+                (
+                    self.targets[w.target as usize].clone(),
+                    Op::Write,
+                    offset,
+                    w.block,
+                )
+            }))?;
+        for t in written {
+            self.targets[t as usize].sync()?;
         }
-        if last.len() < batch.writes.len() {
-            let mut i = 0;
-            batch.writes.retain(|w| {
-                i += 1;
-                last[&(w.target, w.index)] == i - 1
+
+        // 2. The slot map, synced: the commit point, since recovery rolls
+        // forward to any whole map. If it fails, the map is erased so that the
+        // error means "not committed"; only if that fails too is the outcome
+        // open.
+        if let Err(e) = write_synced(&self.io, map_file, 0, map_blocks) {
+            // A map write the engine gave up on may land after the erase.
+            let erased = map_file.erase().is_ok() && !may_still_land(&e);
+            return Err(match erased {
+                true => e,
+                false => Error::CommitInDoubt(Box::new(e)),
             });
         }
-        let prev = self.meta();
-        let places: Vec<Place> = batch
-            .writes
-            .iter()
-            .map(|w| Place {
-                target: w.target,
-                index: w.index,
-            })
-            .collect();
-        let commit = Meta {
-            seqno: prev.seqno + 1,
-            root: batch.root,
-            lengths: batch.lengths,
-            prev_lengths: prev.lengths,
-            ..Meta::default()
-        };
-        let (meta, log) = wal::encode(
-            commit,
-            &places,
-            batch.writes.into_iter().map(|w| w.block).collect(),
-        );
-        let headers = log.len() - places.len();
-        let wal = &self.wals[meta.slot() as usize];
 
-        // 1. The log, synced: the commit point, since recovery rolls forward
-        // to any whole log. If it fails, the log is erased so that the error
-        // means "not committed"; only if that fails too is the outcome open.
-        let mut returned = match write_log(&self.io, wal, log) {
-            Ok(returned) => returned,
-            Err(e) => {
-                // A log write the engine gave up on may land after the erase.
-                let erased = wal.erase().is_ok() && !may_still_land(&e);
-                return Err(match erased {
-                    true => e,
-                    false => Error::CommitInDoubt(Box::new(e)),
-                });
-            }
-        };
-
-        // 2. The meta record, then 3. in place, reusing the blocks the log
-        // write handed back; synced before the next commit may overwrite the
-        // log. A failure here leaves a durable commit that reopening finishes.
-        let durable = |e: Error| Error::CommitDurable(Box::new(e));
-        write_meta(&self.io, &self.meta_file, &meta).map_err(durable)?;
-        *self.durable.write() = meta;
-        let blocks = returned.split_off(headers);
-        apply(&self.io, &self.targets, &places, blocks).map_err(durable)?;
-        Ok(meta)
+        // 3. The meta record. A failure here leaves a durable commit that
+        // reopening finds.
+        write_meta(&self.io, &self.meta_file, meta).map_err(|e| Error::CommitDurable(Box::new(e)))
     }
 
     /// Every file, for tests that model power loss.
@@ -344,7 +363,7 @@ impl Store {
     pub(crate) fn files(&self) -> Vec<&DataFile> {
         self.targets
             .iter()
-            .chain(&self.wals)
+            .chain(&self.maps)
             .chain([&self.meta_file])
             .map(|f| &**f)
             .collect()
@@ -360,14 +379,28 @@ impl Store {
     }
 }
 
-/// Checks that `batch` stays within the lengths it declares, before anything is
-/// written: a violation is a bug above, and must not poison the store.
-fn validate(batch: &Batch) -> Result<(), Error> {
-    if batch.writes.len() > wal::MAX_RECORDS {
-        return Err(Error::CommitTooLarge {
-            blocks: batch.writes.len(),
+/// Writes run concurrently, so a block written twice keeps only its last
+/// write.
+fn keep_last_writes(batch: &mut Batch) {
+    let mut last = std::collections::HashMap::with_capacity(batch.writes.len());
+    for (i, w) in batch.writes.iter().enumerate() {
+        last.insert((w.target, w.index), i);
+    }
+    if last.len() < batch.writes.len() {
+        let mut i = 0;
+        batch.writes.retain(|w| {
+            i += 1;
+            last[&(w.target, w.index)] == i - 1
         });
     }
+}
+
+/// Checks `batch` against the durable state's `map` before anything is
+/// written, and returns the map after it. A violation is a bug above and must
+/// not poison the store: a write past the lengths the batch declares, a write
+/// over a used slot (the durable state would lose it), or a free of a slot
+/// not in use.
+fn validate(batch: &Batch, map: &SlotMap) -> Result<SlotMap, Error> {
     if batch
         .writes
         .iter()
@@ -377,83 +410,71 @@ fn validate(batch: &Batch) -> Result<(), Error> {
             "a commit writes past the lengths it declares",
         ));
     }
-    Ok(())
+    let mut after = map.clone();
+    for &(target, slot) in &batch.freed {
+        if !map.is_used(target, slot as u64) {
+            return Err(Error::Internal("a commit frees a slot not in use"));
+        }
+        after.set(target, slot as u64, false);
+    }
+    for w in &batch.writes {
+        if map.is_used(w.target, w.index) {
+            return Err(Error::Internal("a commit overwrites a slot in use"));
+        }
+        after.set(w.target, w.index, true);
+    }
+    Ok(after)
 }
 
-/// Writes `log` to the start of `wal` and syncs it; returns the blocks.
-///
-/// The file held the log of commit n - 1, obsolete since commit n is durable:
-/// if it is far longer than this log, it is cut first, or one large commit (an
-/// import's) would leave it large forever. Only then: writing past the end of
-/// a file takes ext4's slow path, so a log of a usual size overwrites. A lost
-/// cut leaves stale blocks past the log's end, which its header excludes.
-fn write_log(io: &Io, wal: &Arc<DataFile>, log: Vec<BlockBuf>) -> Result<Vec<BlockBuf>, Error> {
-    let needed = log.len() as u64;
-    if wal.blocks()? > 2 * needed + WAL_SLACK_BLOCKS {
-        wal.shrink_to(needed)?;
-    }
-    let returned = io.run_all(
-        log.into_iter()
-            .enumerate()
-            .map(|(i, b)| (wal.clone(), Op::Write, (i * BLOCK_SIZE) as u64, b)),
-    )?;
-    wal.sync()?;
-    Ok(returned)
+/// Writes `blocks` to `file` from block `first` on and syncs it.
+fn write_synced(
+    io: &Io,
+    file: &Arc<DataFile>,
+    first: u64,
+    blocks: Vec<BlockBuf>,
+) -> Result<(), Error> {
+    io.run_all(blocks.into_iter().enumerate().map(|(i, b)| {
+        (
+            file.clone(),
+            Op::Write,
+            (first + i as u64) * BLOCK_SIZE as u64,
+            b,
+        )
+    }))?;
+    file.sync()
 }
 
 /// Writes `meta` to its slot and syncs it.
 fn write_meta(io: &Io, meta_file: &Arc<DataFile>, meta: &Meta) -> Result<(), Error> {
-    io.run_all([(
-        meta_file.clone(),
-        Op::Write,
-        meta.slot() * BLOCK_SIZE as u64,
-        meta.encode(),
-    )])?;
-    meta_file.sync()?;
-    Ok(())
+    write_synced(io, meta_file, meta.slot(), vec![meta.encode()])
 }
 
-/// Writes `blocks` to `places` and syncs every file written.
-fn apply(
-    io: &Io,
-    targets: &[Arc<DataFile>; TARGETS],
-    places: &[Place],
-    blocks: Vec<BlockBuf>,
-) -> Result<(), Error> {
-    let offsets = places
-        .iter()
-        .map(|p| p.index.checked_mul(BLOCK_SIZE as u64))
-        .collect::<Option<Vec<u64>>>()
-        .ok_or(Error::corrupt("a block index past any file"))?;
-    io.run_all(
-        places
-            .iter()
-            .zip(offsets)
-            .zip(blocks)
-            .map(|((p, offset), b)| (targets[p.target as usize].clone(), Op::Write, offset, b)),
-    )?;
-    for t in Target::ALL {
-        if places.iter().any(|p| p.target == t) {
-            targets[t as usize].sync()?;
-        }
+/// A directory written by format 2 has WAL files: refused before anything in
+/// it is opened or created, so it stays exactly as it was.
+fn refuse_older_format(dir: &Path) -> Result<(), Error> {
+    if dir.join("wal0").exists() || dir.join("wal1").exists() {
+        return Err(Error::UnsupportedFormat {
+            found: 2,
+            supported: meta::VERSION,
+        });
     }
     Ok(())
 }
 
-/// Finds the durable commit and finishes its in-place writes, in case a crash cut
-/// them short (replaying writes that landed changes nothing).
+/// Finds the durable commit and its slot map.
 ///
-/// The durable commit is the newest valid meta record, or the commit after it if
-/// that one's log is whole: its meta record may have been torn or damaged after its
-/// in-place writes began. The chosen record is written and synced again before the
-/// replay, so the state recovery builds on is on disk even if the crashed process
-/// never saw its own syncs succeed.
+/// The durable commit is the newest valid meta record, or the commit after it
+/// if that one's map is whole: its meta record may have been torn or damaged
+/// after the map's sync, the commit point. The chosen record is written and
+/// synced again, and every file it depends on synced, so the state recovery
+/// builds on is on disk even if the crashed process never saw its own syncs
+/// succeed.
 fn recover(
     io: &Io,
     meta_file: &Arc<DataFile>,
-    wals: &[Arc<DataFile>; 2],
+    maps: &[Arc<DataFile>; 2],
     targets: &[Arc<DataFile>; TARGETS],
-) -> Result<Meta, Error> {
+) -> Result<Durable, Error> {
     let meta_blocks = meta_file.blocks()?;
     let mut slots = [None, None];
     for (i, slot) in slots.iter_mut().enumerate() {
@@ -469,7 +490,7 @@ fn recover(
     let base = match Meta::newest(slots)? {
         Some(m) => m,
         None => {
-            for t in targets.iter().chain(wals) {
+            for t in targets.iter().chain(maps) {
                 if t.blocks()? > 0 {
                     return Err(Error::corrupt("data files without a valid meta record"));
                 }
@@ -481,38 +502,30 @@ fn recover(
         }
     };
     let next = base.seqno + 1;
-    let (meta, log) = match wal::read(io, &wals[(next % 2) as usize], next)? {
-        Some(log) if log.meta.prev_lengths == base.lengths => (log.meta, Some(log)),
-        _ if base.seqno == 0 => (base, None),
-        _ => match wal::read(io, &wals[base.slot() as usize], base.seqno)? {
-            Some(log) if log.meta == base => (base, Some(log)),
+    let at = |slot: u64| MAP_FILES[slot as usize];
+    let (meta, map) = match slot_map::read(io, &maps[(next % 2) as usize], next)
+        .map_err(|e| e.at(at(next % 2), 0))?
+    {
+        Some((meta, map)) if meta.prev_lengths == base.lengths => (meta, map),
+        _ if base.seqno == 0 => (base, SlotMap::default()),
+        _ => match slot_map::read(io, &maps[base.slot() as usize], base.seqno)
+            .map_err(|e| e.at(at(base.slot()), 0))?
+        {
+            Some((meta, map)) if meta == base => (base, map),
             _ => {
-                let wal = ["wal0", "wal1"][base.slot() as usize];
-                return Err(Error::corrupt("the durable commit's log is damaged").at(wal, 0));
+                return Err(Error::corrupt("the durable commit's slot map is damaged")
+                    .at(at(base.slot()), 0))
             }
         },
     };
-    if log.is_some() {
-        wals[meta.slot() as usize].sync()?;
+    check_lengths(targets, &meta.lengths)?;
+    if meta.seqno > 0 {
+        for file in targets.iter().chain([&maps[meta.slot() as usize]]) {
+            file.sync()?;
+        }
     }
     write_meta(io, meta_file, &meta)?;
-
-    // Applying a commit only writes within or past the lengths before it,
-    // and never past the lengths after it.
-    check_lengths(targets, &meta.prev_lengths)?;
-    if let Some(log) = log {
-        if let Some(p) = log
-            .places
-            .iter()
-            .find(|p| p.index >= meta.lengths[p.target as usize])
-        {
-            let wal = ["wal0", "wal1"][meta.slot() as usize];
-            return Err(Error::corrupt("the log writes past its commit's lengths").at(wal, p.index));
-        }
-        apply(io, targets, &log.places, log.blocks)?;
-    }
-    check_lengths(targets, &meta.lengths)?;
-    Ok(meta)
+    Ok(Durable { meta, map })
 }
 
 fn check_lengths(

@@ -1,87 +1,74 @@
-//! What both stores share about their blocks in RAM: which state readers may
-//! see while a commit writes in place, and where a plan puts new blocks.
+//! What both stores share about their blocks in RAM: whether a block read
+//! from disk still belongs to the published state, and where a plan puts new
+//! blocks.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use super::slot_number;
 use crate::Error;
 
+/// Commits whose freed slots stay untouched after the commit that freed them
+/// is durable. 0: a slot freed by commit `n` may be written by commit `n + 1`
+/// (commits are durable one at a time, so never before `n` is). Keeping older
+/// commits readable on disk (the versions issue) means raising this.
+pub(crate) const RETAINED_COMMITS: u64 = 0;
+
 /// The published state's guard for readers on other threads.
 ///
-/// A commit overwrites blocks in place between its plan and its publish. The
-/// plan shields the committed blocks it will overwrite: readers take those
-/// from RAM instead of the disk. A reader notes the generation before its disk
-/// read and uses (or caches) the block only if no publish came in between;
-/// otherwise it looks again.
-pub(crate) struct Published<B> {
+/// A commit writes only slots the published state does not use, but once it
+/// is published it frees slots that the next commit may overwrite. A reader
+/// notes the generation before its disk read and uses (or caches) the block
+/// only if no publish came in between; otherwise it looks again.
+#[derive(Default)]
+pub(crate) struct Published {
     generation: u64,
-    shielded: HashMap<u32, Arc<B>>,
 }
 
-impl<B> Published<B> {
-    pub(crate) fn new() -> Published<B> {
-        Published {
-            generation: 0,
-            shielded: HashMap::new(),
-        }
-    }
-
+impl Published {
     /// Taken before a read: [`Published::is_current`] checks it after.
     pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
 
-    /// Whether blocks read since `generation` are still the published ones
-    /// (where not shielded).
+    /// Whether blocks read since `generation` are still the published ones.
     pub(crate) fn is_current(&self, generation: u64) -> bool {
         self.generation == generation
     }
 
-    /// The committed block of `slot` if a planned commit is overwriting it.
-    pub(crate) fn shielded(&self, slot: u32) -> Option<&Arc<B>> {
-        self.shielded.get(&slot)
-    }
-
-    /// Whether a block read from `slot` since `generation` may be cached.
-    pub(crate) fn may_cache(&self, generation: u64, slot: u32) -> bool {
-        self.is_current(generation) && !self.shielded.contains_key(&slot)
-    }
-
-    /// A plan will overwrite these slots: readers keep the committed blocks.
-    pub(crate) fn shield(&mut self, committed: impl IntoIterator<Item = (u32, Arc<B>)>) {
-        self.shielded.extend(committed);
-    }
-
-    /// The planned commit is published: readers that began before look again.
+    /// A planned commit is published: readers that began before look again.
     pub(crate) fn publish(&mut self) {
         self.generation += 1;
-        self.shielded.clear();
-    }
-
-    /// The planned commit will not be published: nothing was overwritten.
-    pub(crate) fn abandon(&mut self) {
-        self.shielded.clear();
     }
 }
 
 /// A target file's free slots and length: where a plan puts new blocks.
+///
+/// The lowest free slot goes first, so a commit's writes ascend through the
+/// file and fill holes next to each other. A slot a commit frees becomes free
+/// only [`RETAINED_COMMITS`] commits after that commit is durable.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SlotSpace {
-    free: Vec<u32>,
+    free: BinaryHeap<Reverse<u32>>,
+    /// Slots freed by recent commits and not yet reusable, oldest first.
+    held: VecDeque<(u64, Vec<u32>)>,
     length: u64,
 }
 
 impl SlotSpace {
     /// A file of `length` blocks with `free` slots.
     pub(crate) fn new(length: u64, free: Vec<u32>) -> SlotSpace {
-        SlotSpace { free, length }
+        SlotSpace {
+            free: free.into_iter().map(Reverse).collect(),
+            held: VecDeque::new(),
+            length,
+        }
     }
 
-    /// A free slot, or one appended to the file.
+    /// The lowest free slot, or one appended to the file.
     pub(crate) fn allocate(&mut self) -> Result<u32, Error> {
         match self.free.pop() {
-            Some(slot) => Ok(slot),
+            Some(Reverse(slot)) => Ok(slot),
             None => {
                 let slot = slot_number(self.length)?;
                 self.length += 1;
@@ -90,10 +77,19 @@ impl SlotSpace {
         }
     }
 
-    /// Makes `slots` reusable; a plan calls this only once its commit is
-    /// published, so a commit never overwrites what the durable one uses.
-    pub(crate) fn release(&mut self, slots: impl IntoIterator<Item = u32>) {
-        self.free.extend(slots);
+    /// Records the slots durable commit `seqno` freed; they (and any held
+    /// longer than the window) become free once `RETAINED_COMMITS` more
+    /// commits are durable.
+    pub(crate) fn release(&mut self, seqno: u64, slots: Vec<u32>) {
+        self.held.push_back((seqno, slots));
+        while let Some((freed_by, _)) = self.held.front() {
+            if freed_by + RETAINED_COMMITS > seqno {
+                break;
+            }
+            if let Some((_, slots)) = self.held.pop_front() {
+                self.free.extend(slots.into_iter().map(Reverse));
+            }
+        }
     }
 
     /// The file's length in blocks.
@@ -107,24 +103,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_come_from_the_free_list_then_the_end() {
-        let mut space = SlotSpace::new(10, vec![3]);
+    fn the_lowest_free_slot_goes_first_then_the_end() {
+        let mut space = SlotSpace::new(10, vec![7, 3, 5]);
         assert_eq!(space.allocate().unwrap(), 3);
+        assert_eq!(space.allocate().unwrap(), 5);
+        assert_eq!(space.allocate().unwrap(), 7);
         assert_eq!(space.allocate().unwrap(), 10);
         assert_eq!(space.length(), 11);
-        space.release([4]);
-        assert_eq!(space.allocate().unwrap(), 4);
     }
 
     #[test]
-    fn a_publish_sends_readers_back_and_drops_the_shield() {
-        let mut p = Published::new();
+    fn a_freed_slot_waits_for_its_commit_and_the_window() {
+        let mut space = SlotSpace::new(4, Vec::new());
+        // A plan is a copy: slots it frees are not free to itself.
+        let mut plan = space.clone();
+        assert_eq!(plan.allocate().unwrap(), 4);
+        space = plan;
+        space.release(1, vec![2]);
+        let expected = if RETAINED_COMMITS == 0 { 2 } else { 5 };
+        assert_eq!(space.allocate().unwrap(), expected);
+    }
+
+    #[test]
+    fn a_publish_sends_readers_back() {
+        let mut p = Published::default();
         let seen = p.generation();
-        p.shield([(7, Arc::new(1u8))]);
-        assert_eq!(p.shielded(7).map(|b| **b), Some(1));
-        assert!(!p.may_cache(seen, 7) && p.may_cache(seen, 8));
+        assert!(p.is_current(seen));
         p.publish();
         assert!(!p.is_current(seen));
-        assert!(p.shielded(7).is_none());
     }
 }

@@ -34,21 +34,19 @@ use overflow::Extents;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
-use crate::store::{
-    free_mark, is_free_mark, stored_slot, BlockWrite, Published, SlotSpace, Store, Target,
-};
+use crate::store::{stored_slot, Batch, BlockWrite, Published, SlotSpace, Store, Target};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
 /// Blocks read per batch when scanning the file at open.
-const SCAN_BATCH: u64 = 1024;
+const SCAN_BATCH: usize = 1024;
 
 struct State {
     dir: Directory,
     /// The buckets file's slots.
     space: SlotSpace,
     extents: Extents,
-    published: Published<BlockBuf>,
+    published: Published,
 }
 
 /// Values longer than this do not fit a bucket's u32 length field.
@@ -61,22 +59,19 @@ fn check_value_len(len: usize) -> Result<(), Error> {
 
 /// Changes to values, to be committed together.
 pub(crate) struct ValuePlan {
+    seqno: u64,
     /// The blocks to commit.
-    pub(crate) writes: Vec<BlockWrite>,
-    /// The overflow file's length in blocks afterwards.
-    pub(crate) overflow_len: u64,
+    writes: Vec<BlockWrite>,
     removed: Vec<KeyPath>,
     added: Vec<(u32, Vec<Entry>)>,
     /// The buckets file's slots after the plan's allocations.
     space: SlotSpace,
-    /// Slots this plan frees: reusable only by later commits.
+    /// Slots of the buckets this plan replaces: reusable only by later commits.
     freed_slots: Vec<u32>,
     extents: Extents,
     released: Vec<(u64, u64)>,
-    /// Committed blocks of the buckets this plan overwrites.
-    old: Vec<(u32, Arc<BlockBuf>)>,
     /// The buckets this plan writes, for the cache at publish.
-    new: Vec<(u32, Option<Arc<BlockBuf>>)>,
+    new: Vec<(u32, Arc<BlockBuf>)>,
     /// Each changed key's value before the commit, in key order: what sessions
     /// pinned to older commits read.
     pub(crate) previous: Vec<(KeyPath, Option<Vec<u8>>)>,
@@ -98,32 +93,22 @@ pub(crate) struct ValueStore {
 }
 
 impl ValueStore {
-    /// Scans the buckets of `store` and builds the directory and free space;
-    /// caches up to `cache_bytes` of buckets.
+    /// Reads every used bucket of `store` and builds the directory and free
+    /// space; caches up to `cache_bytes` of buckets.
     pub(crate) fn open(store: &Store, seed: u64, cache_bytes: usize) -> Result<ValueStore, Error> {
         let meta = store.meta();
         let buckets_len = meta.lengths[Target::Buckets as usize];
         let mut state = State {
             dir: Directory::new(seed),
-            space: SlotSpace::default(),
+            space: SlotSpace::new(buckets_len, store.free_slots(Target::Buckets)?),
             extents: Extents::default(),
-            published: Published::new(),
+            published: Published::default(),
         };
-        let mut free = Vec::new();
         let mut used_extents = Vec::new();
         let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
-        for start in (0..buckets_len).step_by(SCAN_BATCH as usize) {
-            let count = (buckets_len - start).min(SCAN_BATCH);
-            for (i, block) in store
-                .read_blocks(Target::Buckets, start..start + count)?
-                .iter()
-                .enumerate()
-            {
-                if is_free_mark(block) {
-                    free.push(stored_slot(start + i as u64)?);
-                    continue;
-                }
-                let slot = start + i as u64;
+        for chunk in store.used_slots(Target::Buckets).chunks(SCAN_BATCH) {
+            let blocks = store.read_blocks(Target::Buckets, chunk.iter().copied())?;
+            for (&slot, block) in chunk.iter().zip(&blocks) {
                 let at = |e: Error| e.at("buckets", slot);
                 let mut keys = Vec::with_capacity(128);
                 for e in bucket::entries(block).map_err(at)? {
@@ -135,14 +120,13 @@ impl ValueStore {
                     return Err(at(Error::corrupt("empty bucket")));
                 };
                 ranges.push((*first, *last));
-                state.dir.insert(stored_slot(start + i as u64)?, &keys);
+                state.dir.insert(stored_slot(slot)?, &keys);
             }
         }
         ranges.sort_unstable();
         if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != state.dir.buckets() {
             return Err(Error::corrupt("buckets overlap"));
         }
-        state.space = SlotSpace::new(buckets_len, free);
         state.extents = Extents::from_used(used_extents, meta.lengths[Target::Overflow as usize])?;
         Ok(ValueStore {
             state: RwLock::new(state),
@@ -175,14 +159,14 @@ impl ValueStore {
     /// committed one.
     pub(crate) fn offer(&self, slot: u32, generation: u64, block: BlockBuf) {
         let state = self.state.read();
-        if state.published.may_cache(generation, slot) {
+        if state.published.is_current(generation) {
             self.cache.insert(slot, Arc::new(block));
         }
     }
 
     /// The blocks of `slots`, from the cache where it has them, each with whether
     /// it came from the disk. The caller checks that they are committed ones
-    /// (generation and shield) before using or caching them.
+    /// (the generation) before using or caching them.
     fn read_buckets(
         &self,
         store: &Store,
@@ -233,9 +217,9 @@ impl ValueStore {
     }
 
     /// Runs `f` on the committed contents of the buckets `slots_of` picks from the
-    /// directory, consistent with one published state even while a commit writes
-    /// in place: a bucket being overwritten is served from RAM (shielded), and a
-    /// publish in between means looking again.
+    /// directory, consistent with one published state even while commits run: a
+    /// commit writes only slots the published state does not use, and a publish
+    /// in between (which frees slots for the next) means looking again.
     fn with_committed(
         &self,
         store: &Store,
@@ -256,15 +240,9 @@ impl ValueStore {
             }
             let mut result = Ok(());
             for (slot, (block, from_disk)) in slots.iter().zip(&blocks) {
-                let block = match state.published.shielded(*slot) {
-                    Some(committed) => committed,
-                    None => {
-                        if *from_disk {
-                            self.cache.insert(*slot, block.clone());
-                        }
-                        block
-                    }
-                };
+                if *from_disk {
+                    self.cache.insert(*slot, block.clone());
+                }
                 result = result.and_then(|()| f(block).map_err(|e| e.at("buckets", *slot as u64)));
             }
             return result;
@@ -352,15 +330,14 @@ impl ValueStore {
         }
         let state = self.state.read();
         let mut plan = ValuePlan {
+            seqno,
             writes: Vec::new(),
-            overflow_len: 0,
             removed: Vec::new(),
             added: Vec::new(),
             space: state.space.clone(),
             freed_slots: Vec::new(),
             extents: state.extents.clone(),
             released: Vec::new(),
-            old: Vec::new(),
             new: Vec::new(),
             previous: Vec::with_capacity(changes.len()),
             previous_overflow: Vec::new(),
@@ -395,7 +372,7 @@ impl ValueStore {
             }
             if let (Some(last), Some((min, _))) = (run.last, bucket) {
                 if state.dir.successor(&last).map(|s| s.0) != Some(min) {
-                    plan.flush(&mut run, store, &state.dir, seqno, None)?;
+                    plan.flush(&mut run, store, &state.dir, None)?;
                 }
             }
             let old = match bucket {
@@ -404,7 +381,7 @@ impl ValueStore {
                         .remove(&slot)
                         .ok_or(Error::corrupt("bucket listed twice"))?;
                     let entries = bucket::decode(&block)?;
-                    run.take(min, slot, block);
+                    run.take(min, slot);
                     entries
                 }
                 None => Vec::new(),
@@ -416,38 +393,27 @@ impl ValueStore {
                 .and_then(|(k, _)| state.dir.bucket_of(k))
                 .map(|(min, _)| *min);
             if !run.is_small() || run.last.is_none() {
-                plan.flush(&mut run, store, &state.dir, seqno, next_changed)?;
+                plan.flush(&mut run, store, &state.dir, next_changed)?;
             }
             i = j;
         }
-        plan.flush(&mut run, store, &state.dir, seqno, None)?;
-        plan.overflow_len = plan.extents.len;
+        plan.flush(&mut run, store, &state.dir, None)?;
         // Space is released only at publish, so these still hold the old values.
         for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
             plan.previous[i].1 = Some(overflow::read(store, len, &hash, start)?);
         }
-        drop(state);
-        // From here until publish, readers take these buckets from RAM.
-        self.state.write().published.shield(plan.old.drain(..));
         Ok(plan)
-    }
-
-    /// Drops a plan that will not be committed: readers stop taking the
-    /// buckets it would have overwritten from RAM.
-    pub(crate) fn abandon(&self, plan: ValuePlan) {
-        drop(plan);
-        self.state.write().published.abandon();
     }
 
     /// Makes a committed plan visible.
     pub(crate) fn publish(&self, plan: ValuePlan) {
         let mut state = self.state.write();
         state.published.publish();
+        for slot in &plan.freed_slots {
+            self.cache.remove(slot);
+        }
         for (slot, block) in plan.new {
-            match block {
-                Some(block) => self.cache.insert(slot, block),
-                None => self.cache.remove(&slot),
-            }
+            self.cache.insert(slot, block);
         }
         for min in &plan.removed {
             state.dir.remove(min);
@@ -457,7 +423,7 @@ impl ValueStore {
             state.dir.insert(*slot, &keys);
         }
         state.space = plan.space;
-        state.space.release(plan.freed_slots);
+        state.space.release(plan.seqno, plan.freed_slots);
         state.extents = plan.extents;
         // Freed only now: until the commit was durable, readers could still want them.
         for (start, blocks) in plan.released {
@@ -467,9 +433,14 @@ impl ValueStore {
 }
 
 impl ValuePlan {
-    /// The buckets file's length in blocks afterwards.
-    pub(crate) fn buckets_len(&self) -> u64 {
-        self.space.length()
+    /// Adds the plan's writes, frees and file lengths to `batch`.
+    pub(crate) fn stage(&mut self, batch: &mut Batch) {
+        batch.writes.append(&mut self.writes);
+        batch
+            .freed
+            .extend(self.freed_slots.iter().map(|&slot| (Target::Buckets, slot)));
+        batch.lengths[Target::Buckets as usize] = self.space.length();
+        batch.lengths[Target::Overflow as usize] = self.extents.len;
     }
 
     /// `old` (a bucket's entries) with `changes` applied; overflow space for new
@@ -511,16 +482,16 @@ impl ValuePlan {
         out
     }
 
-    /// Writes `run` out as buckets. A run under a quarter full, or overflowing,
-    /// first takes in the next bucket if this commit leaves it untouched (`next_changed`
-    /// names the next bucket that has changes), so small buckets merge and full ones
+    /// Writes `run` out as buckets, each to a free slot; the run's old slots
+    /// are freed. A run under a quarter full, or overflowing, first takes in
+    /// the next bucket if this commit leaves it untouched (`next_changed` names
+    /// the next bucket that has changes), so small buckets merge and full ones
     /// share their load.
     fn flush(
         &mut self,
         run: &mut Run,
         store: &Store,
         dir: &Directory,
-        seqno: u64,
         next_changed: Option<KeyPath>,
     ) -> Result<(), Error> {
         if run.slots.is_empty() && run.entries.is_empty() {
@@ -532,7 +503,7 @@ impl ValuePlan {
                 if Some(min) != next_changed {
                     let block = store.read(Target::Buckets, slot as u64)?;
                     run.entries.extend(bucket::decode(&block)?);
-                    run.take(min, slot, Arc::new(block));
+                    run.take(min, slot);
                 }
             }
         }
@@ -540,34 +511,20 @@ impl ValuePlan {
             entries,
             slots,
             mins,
-            old,
             ..
         } = std::mem::take(run);
-        self.old.extend(slots.iter().copied().zip(old));
         self.removed.extend(mins);
-        let mut reusable = slots.into_iter();
+        self.freed_slots.extend(slots);
         for part in split(entries) {
-            let slot = match reusable.next() {
-                Some(slot) => slot,
-                None => self.space.allocate()?,
-            };
-            let block = bucket::encode(&part, seqno);
-            self.new.push((slot, Some(Arc::new(block.clone()))));
+            let slot = self.space.allocate()?;
+            let block = bucket::encode(&part, self.seqno);
+            self.new.push((slot, Arc::new(block.clone())));
             self.writes.push(BlockWrite {
                 target: Target::Buckets,
                 index: slot as u64,
                 block,
             });
             self.added.push((slot, part));
-        }
-        for slot in reusable {
-            self.writes.push(BlockWrite {
-                target: Target::Buckets,
-                index: slot as u64,
-                block: free_mark(seqno),
-            });
-            self.new.push((slot, None));
-            self.freed_slots.push(slot);
         }
         Ok(())
     }
@@ -580,16 +537,13 @@ struct Run {
     entries: Vec<Entry>,
     slots: Vec<u32>,
     mins: Vec<KeyPath>,
-    /// The buckets' committed blocks, for readers until publish.
-    old: Vec<Arc<BlockBuf>>,
     last: Option<KeyPath>,
 }
 
 impl Run {
-    fn take(&mut self, min: KeyPath, slot: u32, block: Arc<BlockBuf>) {
+    fn take(&mut self, min: KeyPath, slot: u32) {
         self.slots.push(slot);
         self.mins.push(min);
-        self.old.push(block);
         self.last = Some(min);
     }
 

@@ -1,0 +1,243 @@
+//! Which slots of `pages` and `buckets` the durable state uses, and the file
+//! each commit writes it to (layout in docs/format.md).
+//!
+//! A commit never overwrites a used slot: its blocks go to free ones, and the
+//! new map says which slots are used afterwards. The map of commit `n` is
+//! written to `slots{n % 2}` and synced after the commit's blocks and before its
+//! meta record: that sync is the commit point. Its header describes the commit
+//! in full (root, lengths, a checksum of the body), so recovery can finish a
+//! commit whose meta record was lost or damaged. No block data goes through it.
+
+use std::sync::Arc;
+
+use super::{Meta, Target, TARGETS};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
+use crate::io::{DataFile, Io, Op};
+use crate::Error;
+
+const MAGIC: &[u8; 8] = b"ptslots\0";
+const CHECKSUM: usize = 4088;
+/// Bits per body block.
+const BITS_PER_BLOCK: u64 = BLOCK_SIZE as u64 * 8;
+
+/// The targets whose slots the map tracks: both hold one self-contained block
+/// per slot. Overflow space is derived from the buckets that reference it.
+pub(crate) const SLOTTED: [Target; 2] = [Target::Pages, Target::Buckets];
+
+/// Used slots of each slotted target, one bit per slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SlotMap {
+    words: [Vec<u64>; 2],
+}
+
+fn which(target: Target) -> Option<usize> {
+    SLOTTED.iter().position(|&t| t == target)
+}
+
+impl SlotMap {
+    /// Whether `slot` of `target` is used. Overflow space is not tracked: false.
+    pub(crate) fn is_used(&self, target: Target, slot: u64) -> bool {
+        let Some(t) = which(target) else {
+            return false;
+        };
+        let word = (slot / 64) as usize;
+        self.words[t]
+            .get(word)
+            .is_some_and(|w| w & (1 << (slot % 64)) != 0)
+    }
+
+    /// Marks `slot` of `target` used or free.
+    pub(crate) fn set(&mut self, target: Target, slot: u64, used: bool) {
+        let Some(t) = which(target) else { return };
+        let word = (slot / 64) as usize;
+        let words = &mut self.words[t];
+        if words.len() <= word {
+            words.resize(word + 1, 0);
+        }
+        match used {
+            true => words[word] |= 1 << (slot % 64),
+            false => words[word] &= !(1 << (slot % 64)),
+        }
+    }
+
+    /// The used slots of `target`, ascending.
+    pub(crate) fn used(&self, target: Target) -> Vec<u64> {
+        let Some(t) = which(target) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, &w) in self.words[t].iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                out.push(i as u64 * 64 + w.trailing_zeros() as u64);
+                w &= w - 1;
+            }
+        }
+        out
+    }
+
+    /// The free slots of `target` below `length`, ascending.
+    pub(crate) fn free(&self, target: Target, length: u64) -> Vec<u64> {
+        (0..length).filter(|&s| !self.is_used(target, s)).collect()
+    }
+
+    /// Whether a slot at or past its file's length is marked used.
+    fn past(&self, lengths: &[u64; TARGETS]) -> bool {
+        SLOTTED.iter().any(|&t| {
+            self.used(t)
+                .last()
+                .is_some_and(|&s| s >= lengths[t as usize])
+        })
+    }
+}
+
+/// Body blocks of a map for files of `lengths`.
+fn body_blocks(lengths: &[u64; TARGETS]) -> u64 {
+    SLOTTED
+        .iter()
+        .map(|&t| lengths[t as usize].div_ceil(64) * 64)
+        .sum::<u64>()
+        .div_ceil(BITS_PER_BLOCK)
+}
+
+/// The map file of `commit` holding `map`: the header, then the body. Returns
+/// it with `commit`'s `map_blocks` and `map_sum` filled in.
+pub(crate) fn encode(mut commit: Meta, map: &SlotMap) -> (Meta, Vec<BlockBuf>) {
+    let mut words: Vec<u64> = Vec::new();
+    for (t, target) in SLOTTED.iter().enumerate() {
+        let count = commit.lengths[*target as usize].div_ceil(64) as usize;
+        let mut these = map.words[t].clone();
+        these.resize(count, 0);
+        words.extend(these);
+    }
+    let mut file = vec![Block::zeroed()];
+    for chunk in words.chunks(BLOCK_SIZE / 8) {
+        let mut b = Block::zeroed();
+        for (i, w) in chunk.iter().enumerate() {
+            b.put_u64(8 * i, *w);
+        }
+        file.push(b);
+    }
+    let body = file.len() as u64 - 1;
+    let body_sum = chained_sum(&file[1..]);
+    let first = &mut file[0];
+    first.0[0..8].copy_from_slice(MAGIC);
+    first.put_u64(8, commit.seqno);
+    first.put_u64(16, body);
+    first.put_u64(24, body_sum);
+    first.0[32..64].copy_from_slice(&commit.root);
+    for (i, len) in commit
+        .lengths
+        .iter()
+        .chain(&commit.prev_lengths)
+        .enumerate()
+    {
+        first.put_u64(64 + 8 * i, *len);
+    }
+    let sum = first.checksum(CHECKSUM);
+    first.put_u64(CHECKSUM, sum);
+    commit.map_sum = sum;
+    commit.map_blocks = file.len() as u64;
+    (commit, file)
+}
+
+/// Reads the map in `file` if it is the whole, intact map of commit `seqno`.
+/// `Ok(None)`: it is not (another commit's, or cut short by a crash); I/O
+/// errors and a verified map that marks slots past its files' ends are errors.
+pub(crate) fn read(
+    io: &Io,
+    file: &Arc<DataFile>,
+    seqno: u64,
+) -> Result<Option<(Meta, SlotMap)>, Error> {
+    let available = file.blocks()?;
+    if available == 0 {
+        return Ok(None);
+    }
+    let first = io.read(file, 0)?;
+    if &first.0[0..8] != MAGIC
+        || first.u64_at(CHECKSUM) != first.checksum(CHECKSUM)
+        || first.u64_at(8) != seqno
+    {
+        return Ok(None);
+    }
+    let mut lengths = [0u64; TARGETS];
+    let mut prev_lengths = [0u64; TARGETS];
+    for (i, len) in lengths.iter_mut().chain(&mut prev_lengths).enumerate() {
+        *len = first.u64_at(64 + 8 * i);
+    }
+    let body = first.u64_at(16);
+    if body != body_blocks(&lengths) {
+        return Err(Error::corrupt("slot map of the wrong size"));
+    }
+    if available < 1 + body {
+        return Ok(None);
+    }
+    let blocks = io.run_all((1..=body).map(|i| {
+        (
+            file.clone(),
+            Op::Read,
+            i * BLOCK_SIZE as u64,
+            Block::for_read(),
+        )
+    }))?;
+    if chained_sum(&blocks) != first.u64_at(24) {
+        return Ok(None);
+    }
+    let mut all = blocks
+        .iter()
+        .flat_map(|b| (0..BLOCK_SIZE / 8).map(|i| b.u64_at(8 * i)));
+    let mut map = SlotMap::default();
+    for (t, target) in SLOTTED.iter().enumerate() {
+        let count = lengths[*target as usize].div_ceil(64) as usize;
+        map.words[t] = all.by_ref().take(count).collect();
+    }
+    if map.past(&lengths) {
+        return Err(Error::corrupt("slot map marks slots past a file's end"));
+    }
+    let meta = Meta {
+        seqno,
+        root: first.array(32),
+        map_blocks: 1 + body,
+        map_sum: first.u64_at(CHECKSUM),
+        lengths,
+        prev_lengths,
+    };
+    Ok(Some((meta, map)))
+}
+
+/// xxh3 over the concatenated xxh3 of each block.
+fn chained_sum(blocks: &[BlockBuf]) -> u64 {
+    let sums: Vec<u8> = blocks
+        .iter()
+        .flat_map(|b| b.checksum(BLOCK_SIZE).to_le_bytes())
+        .collect();
+    twox_hash::XxHash3_64::oneshot(&sums)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn used_and_free_slots_round_trip() {
+        let mut map = SlotMap::default();
+        for s in [0, 3, 64, 65, 200] {
+            map.set(Target::Buckets, s, true);
+        }
+        map.set(Target::Pages, 7, true);
+        map.set(Target::Buckets, 3, false);
+        map.set(Target::Overflow, 1, true);
+        assert_eq!(map.used(Target::Buckets), vec![0, 64, 65, 200]);
+        assert_eq!(map.used(Target::Pages), vec![7]);
+        assert!(!map.is_used(Target::Overflow, 1));
+        assert_eq!(map.free(Target::Pages, 9), vec![0, 1, 2, 3, 4, 5, 6, 8]);
+        assert!(map.past(&[7, 201, 0]) && !map.past(&[8, 201, 0]));
+    }
+
+    #[test]
+    fn body_size_follows_the_lengths() {
+        assert_eq!(body_blocks(&[0, 0, 5]), 0);
+        assert_eq!(body_blocks(&[1, 1, 0]), 1);
+        assert_eq!(body_blocks(&[BITS_PER_BLOCK, 1, 0]), 2);
+    }
+}
