@@ -318,11 +318,9 @@ impl Torture {
             1 => faults.fail_one_sync_after(self.rng.below(6)),
             2 => faults.disk_full_after(self.rng.below(40)),
             3 => faults.fail_reads(true),
-            // From the n-th sync on, every one fails: the log's erasure too.
-            4 => {
-                faults.fail_one_sync_after(self.rng.below(4));
-                faults.fail_syncs(self.rng.below(2) == 0);
-            }
+            // From the n-th sync on, every one fails: where that is the slot
+            // map's, its erasure fails too, and the commit is in doubt.
+            4 => faults.fail_syncs_after(self.rng.below(5)),
             _ => {} // a power loss after a commit that succeeded
         }
         let outcome = commit_block(&db, self.seed, self.n + 1, &self.model);
