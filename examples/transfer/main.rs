@@ -278,6 +278,8 @@ fn workloads(
                     "witness_bytes": s.witness_bytes,
                     "page_lookups": s.page_lookups,
                     "page_loads": s.page_loads,
+                    "bucket_lookups": s.bucket_lookups,
+                    "bucket_loads": s.bucket_loads,
                 })
             );
             std::io::stdout().flush()?;
@@ -338,6 +340,7 @@ fn summary(args: &Args, run: &Run) -> Value {
     let pagetrie = run.direct_io.is_some();
     let only_pagetrie = |v: Value| if pagetrie { v } else { Value::Null };
     let (lookups, loads) = (sum(&|r| r.page_lookups), sum(&|r| r.page_loads));
+    let (bucket_lookups, bucket_loads) = (sum(&|r| r.bucket_lookups), sum(&|r| r.bucket_loads));
     json!({
         "engine": if pagetrie { "pagetrie" } else { "nomt" },
         "accounts_log2": args.accounts_log2,
@@ -361,6 +364,7 @@ fn summary(args: &Args, run: &Run) -> Value {
         "witness_bytes_per_workload": only_pagetrie(json!(sum(&|r| r.witness_bytes) as f64 / n)),
         // A page the prefetcher loaded counts as a miss of its lookup.
         "page_cache_hit_rate": only_pagetrie(json!(1.0 - (loads as f64 / lookups.max(1) as f64).min(1.0))),
+        "value_cache_hit_rate": only_pagetrie(json!(1.0 - bucket_loads as f64 / bucket_lookups.max(1) as f64)),
         "db_bytes": run.db_bytes,
         "db_bytes_per_account": run.db_bytes as f64 / (1u64 << args.accounts_log2) as f64,
         "peak_rss_bytes": workload::peak_rss_bytes(),
@@ -463,6 +467,11 @@ const ROWS: &[Row] = &[
     Row {
         label: "page cache hit rate",
         field: "page_cache_hit_rate",
+        unit: Unit::Percent,
+    },
+    Row {
+        label: "bucket cache hit rate",
+        field: "value_cache_hit_rate",
         unit: Unit::Percent,
     },
     Row {

@@ -148,6 +148,9 @@ pub struct WorkloadStats {
     /// Page lookups, and pages read from disk (by lookups or the prefetcher).
     pub page_lookups: u64,
     pub page_loads: u64,
+    /// Bucket reads, and those that went to the disk.
+    pub bucket_lookups: u64,
+    pub bucket_loads: u64,
     /// The commit's phases: trie update and witness, planning, durable write.
     pub phases: [Duration; 3],
     /// Bytes the process read from and wrote to storage (/proc/self/io), for
@@ -268,6 +271,9 @@ fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
     let misses = after.page_cache_misses - before.page_cache_misses;
     stats.page_lookups = after.page_cache_hits - before.page_cache_hits + misses;
     stats.page_loads = misses + (after.pages_prefetched - before.pages_prefetched);
+    let misses = after.value_cache_misses - before.value_cache_misses;
+    stats.bucket_lookups = after.value_cache_hits - before.value_cache_hits + misses;
+    stats.bucket_loads = misses;
     stats.phases = [
         after.commit_trie_ns - before.commit_trie_ns,
         after.commit_plan_ns - before.commit_plan_ns,

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Metrics {
-    /// Block reads issued to the disk (pages, buckets, overflow, WAL at open).
+    /// Block reads issued to the disk (pages, buckets, overflow, slot maps at open).
     pub reads_issued: u64,
-    /// Block writes issued to the disk (WAL, meta and in place).
+    /// Block writes issued to the disk (blocks, slot maps and meta records).
     pub writes_issued: u64,
     /// Bytes written to the disk.
     pub bytes_written: u64,
@@ -35,8 +35,8 @@ pub struct Metrics {
     pub commit_trie_ns: u64,
     /// Total time planning the stores' block writes (zero with metrics off).
     pub commit_plan_ns: u64,
-    /// Total time in the durable write: WAL, meta record, in-place writes and
-    /// syncs (zero with metrics off).
+    /// Total time in the durable write: the blocks, the slot map, the meta
+    /// record and their syncs (zero with metrics off).
     pub commit_write_ns: u64,
     /// Serialized bytes of the witnesses `commit_and_prove` returned
     /// ([`crate::Witness::encoded_len`]).

@@ -14,10 +14,48 @@ pub(super) const PAYLOAD: usize = CHECKSUM - HEADER;
 pub(crate) const INLINE_MAX: usize = 254;
 const OVERFLOW_TAG: u8 = 255;
 
+/// Values up to this long are held inside [`InlineValue`], with no heap
+/// allocation: balances, nonces and storage slots all fit.
+const SHORT_MAX: usize = 32;
+
+/// A value stored in its bucket. Planning a commit decodes every entry of
+/// every bucket it rewrites, so short values must not cost an allocation each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum InlineValue {
+    Short { len: u8, bytes: [u8; SHORT_MAX] },
+    Long(Vec<u8>),
+}
+
+impl InlineValue {
+    pub(crate) fn new(v: &[u8]) -> InlineValue {
+        if v.len() <= SHORT_MAX {
+            let mut bytes = [0; SHORT_MAX];
+            bytes[..v.len()].copy_from_slice(v);
+            InlineValue::Short {
+                len: v.len() as u8,
+                bytes,
+            }
+        } else {
+            InlineValue::Long(v.to_vec())
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            InlineValue::Short { len, bytes } => &bytes[..*len as usize],
+            InlineValue::Long(v) => v,
+        }
+    }
+
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        self.as_slice().to_vec()
+    }
+}
+
 /// Where an entry's value lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Stored {
-    Inline(Vec<u8>),
+    Inline(InlineValue),
     /// `len` bytes in the overflow file from block `start`, hashing to `hash`.
     Overflow {
         len: u32,
@@ -29,14 +67,14 @@ pub(crate) enum Stored {
 impl Stored {
     pub(crate) fn value_hash(&self) -> ValueHash {
         match self {
-            Stored::Inline(v) => hash_value(v),
+            Stored::Inline(v) => hash_value(v.as_slice()),
             Stored::Overflow { hash, .. } => *hash,
         }
     }
 
     fn encoded_len(&self) -> usize {
         match self {
-            Stored::Inline(v) => 1 + v.len(),
+            Stored::Inline(v) => 1 + v.as_slice().len(),
             Stored::Overflow { .. } => 1 + 4 + 32 + 8,
         }
     }
@@ -74,6 +112,7 @@ pub(super) fn encode(entries: &[Entry], seqno: u64) -> BlockBuf {
         at += 32;
         match &e.stored {
             Stored::Inline(v) => {
+                let v = v.as_slice();
                 b.0[at] = v.len() as u8;
                 b.0[at + 1..at + 1 + v.len()].copy_from_slice(v);
                 at += 1 + v.len();
@@ -108,7 +147,7 @@ pub(super) struct EntryRef<'a> {
 impl EntryRef<'_> {
     pub(super) fn to_owned(self) -> Entry {
         let stored = match self.inline {
-            Some(v) => Stored::Inline(v.to_vec()),
+            Some(v) => Stored::Inline(InlineValue::new(v)),
             None => {
                 let (len, hash, start) = self.overflow;
                 Stored::Overflow { len, hash, start }
@@ -216,14 +255,18 @@ mod tests {
         let entries = vec![
             Entry {
                 key: [1; 32],
-                stored: Stored::Inline(vec![]),
+                stored: Stored::Inline(InlineValue::new(&[])),
             },
             Entry {
                 key: [2; 32],
-                stored: Stored::Inline(vec![7; INLINE_MAX]),
+                stored: Stored::Inline(InlineValue::new(&[7; INLINE_MAX])),
             },
             Entry {
                 key: [3; 32],
+                stored: Stored::Inline(InlineValue::new(&[5; SHORT_MAX])),
+            },
+            Entry {
+                key: [4; 32],
                 stored: Stored::Overflow {
                     len: 99_999,
                     hash: [9; 32],

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub(crate) use bucket::INLINE_MAX;
-use bucket::{Entry, Stored, PAYLOAD};
+use bucket::{Entry, InlineValue, Stored, PAYLOAD};
 use directory::Directory;
 use overflow::Extents;
 
@@ -271,7 +271,7 @@ impl ValueStore {
                 Some(Entry {
                     stored: Stored::Inline(v),
                     ..
-                }) => return Ok(Some(v)),
+                }) => return Ok(Some(v.to_vec())),
                 Some(Entry {
                     stored: Stored::Overflow { len, hash, start },
                     ..
@@ -454,7 +454,7 @@ impl ValuePlan {
             }
             let previous = match old.next_if(|e| e.key == *key).map(|e| e.stored) {
                 None => None,
-                Some(Stored::Inline(v)) => Some(v),
+                Some(Stored::Inline(v)) => Some(v.to_vec()),
                 Some(Stored::Overflow { len, hash, start }) => {
                     self.released
                         .push((start, overflow::blocks_for(len as usize)));
@@ -466,7 +466,7 @@ impl ValuePlan {
             self.previous.push((*key, previous));
             let Some(value) = value else { continue };
             let stored = if value.len() <= INLINE_MAX {
-                Stored::Inline(value.clone())
+                Stored::Inline(InlineValue::new(value))
             } else {
                 let start = self.extents.allocate(overflow::blocks_for(value.len()));
                 self.writes.extend(overflow::write(value, start));
