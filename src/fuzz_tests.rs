@@ -3,7 +3,7 @@
 //! answer with data or an error, never a panic.
 
 use crate::page_store::PageStore;
-use crate::store::{Batch, Store, StoreConfig};
+use crate::store::{Batch, Store, StoreConfig, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::trie::{hash_value, KeyPath};
@@ -41,9 +41,9 @@ fn build(dir: &std::path::Path) {
         let mut batch = Batch::new([round as u8; 32], store.meta().lengths);
         vplan.stage(&mut batch);
         pplan.stage(&mut batch);
-        store.commit(batch).unwrap();
-        pages.publish(pplan);
-        values.publish(vplan);
+        let mut written = store.commit(batch).unwrap();
+        pages.publish(pplan, written.take(Target::Pages));
+        values.publish(vplan, written.take(Target::Buckets));
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use proptest::test_runner::Config as ProptestConfig;
 
-use crate::store::{Batch, Store};
+use crate::store::{Batch, Store, Target};
 use crate::trie::KeyPath;
 use crate::value_store::ValueStore;
 
@@ -41,9 +41,9 @@ pub(crate) fn commit_values(
     let mut plan = values.plan(store, changes, seqno).unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
-    store.commit(batch).unwrap();
+    let mut written = store.commit(batch).unwrap();
     before_publish();
-    values.publish(plan);
+    values.publish(plan, written.take(Target::Buckets));
 }
 
 /// Flips 1 to `max_flips` random bits across `files` of `dir`, `rounds` times,

@@ -13,7 +13,7 @@ use super::metrics::CommitTimers;
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
 use crate::commit::{update_trie, Change, Tree};
-use crate::store::Batch;
+use crate::store::{Batch, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
@@ -189,13 +189,14 @@ impl Shared {
 
         // A plan that is not committed changed nothing: dropping it is enough.
         let started = self.clock();
-        self.store.commit(batch)?;
+        let mut written = self.store.commit(batch)?;
         // The root, new sessions' base and the values readers see move as one:
         // a reader that sees the published values also sees the undo log that
         // takes a session pinned before back to its base.
         self.versions.install(seqno, previous);
-        self.values.publish(value_plan);
-        self.pages.publish(page_plan);
+        self.values
+            .publish(value_plan, written.take(Target::Buckets));
+        self.pages.publish(page_plan, written.take(Target::Pages));
         self.versions.advance(Head { seqno, root });
         CommitTimers::add(&self.timers.write_ns, started);
         self.timers.commits.fetch_add(1, Ordering::Relaxed);

@@ -39,8 +39,9 @@ pub(crate) struct PagePlan {
     seqno: u64,
     /// The blocks to commit.
     writes: Vec<BlockWrite>,
-    /// Pages written: id, new slot, contents.
-    stored: Vec<(PageId, u32, Arc<Page>)>,
+    /// Pages written: id and new slot. Their blocks go to the write, and
+    /// come back from it for the cache.
+    stored: Vec<(PageId, u32)>,
     /// Slots the commit stops using: id and old slot of every page it
     /// replaces or deletes.
     freed: Vec<(PageId, u32)>,
@@ -247,13 +248,12 @@ impl PageStore {
                 Some(mut page) => {
                     page.seal();
                     let slot = plan.space.allocate()?;
-                    let page = Arc::new(page);
                     plan.writes.push(BlockWrite {
                         target: Target::Pages,
                         index: slot as u64,
-                        block: Page::clone(&page).into_block(),
+                        block: page.into_block(),
                     });
-                    plan.stored.push((id, slot, page));
+                    plan.stored.push((id, slot));
                 }
                 None => plan.deleted.push(id),
             }
@@ -261,16 +261,25 @@ impl PageStore {
         Ok(plan)
     }
 
-    /// Makes a committed plan visible.
-    pub(crate) fn publish(&self, plan: PagePlan) {
+    /// Makes a committed plan visible; `written` is what the commit wrote to
+    /// the pages file, by slot, ascending.
+    pub(crate) fn publish(&self, mut plan: PagePlan, written: Vec<(u32, BlockBuf)>) {
         let mut slots = self.slots.write();
         slots.space = plan.space;
         for (id, slot) in &plan.freed {
             slots.index.remove(id, *slot);
         }
-        for (id, slot, page) in plan.stored {
+        plan.stored.sort_unstable_by_key(|&(_, slot)| slot);
+        let mut written = written.into_iter().peekable();
+        for (id, slot) in plan.stored {
             slots.index.insert(&id, slot);
-            self.cache.insert(id, page);
+            // Every stored page was written; one not handed back must not
+            // leave its old version cached.
+            while written.next_if(|(s, _)| *s < slot).is_some() {}
+            match written.next_if(|(s, _)| *s == slot) {
+                Some((_, block)) => self.cache.insert(id, Arc::new(Page::from_block(block))),
+                None => self.cache.remove(&id),
+            }
         }
         for id in &plan.deleted {
             self.cache.remove(id);

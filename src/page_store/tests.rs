@@ -32,8 +32,8 @@ fn commit(
     let mut plan = pages.plan(store, changes, seqno)?;
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
-    store.commit(batch)?;
-    pages.publish(plan);
+    let mut written = store.commit(batch)?;
+    pages.publish(plan, written.take(Target::Pages));
     Ok(())
 }
 
@@ -284,9 +284,9 @@ fn reads_during_commits_see_published_pages_only() {
         let mut plan = pages.plan(&store, changes, seqno).unwrap();
         let mut batch = Batch::new([0; 32], store.meta().lengths);
         plan.stage(&mut batch);
-        store.commit(batch).unwrap();
+        let mut written = store.commit(batch).unwrap();
         publishing.store(round as u64, Ordering::SeqCst);
-        pages.publish(plan);
+        pages.publish(plan, written.take(Target::Pages));
         published.store(round as u64, Ordering::SeqCst);
     }
     stop.store(true, Ordering::SeqCst);

@@ -26,6 +26,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub(crate) use meta::Meta;
 pub(crate) use published::{Published, SlotSpace};
+
 use slot_map::SlotMap;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
@@ -98,6 +99,23 @@ pub(crate) struct Batch {
     pub(crate) freed: Vec<(Target, u32)>,
     /// Each target file's length in blocks after the commit.
     pub(crate) lengths: [u64; TARGETS],
+}
+
+/// The blocks a commit wrote, sorted by target and index.
+pub(crate) struct Written(Vec<BlockWrite>);
+
+impl Written {
+    /// The blocks written to `target`, by slot, ascending. Only for `pages`
+    /// and `buckets`, whose slots are u32 by construction.
+    pub(crate) fn take(&mut self, target: Target) -> Vec<(u32, BlockBuf)> {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.0)
+            .into_iter()
+            .partition(|w| w.target == target);
+        self.0 = rest;
+        mine.into_iter()
+            .filter_map(|w| Some((u32::try_from(w.index).ok()?, w.block)))
+            .collect()
+    }
 }
 
 impl Batch {
@@ -273,12 +291,14 @@ impl Store {
         }))
     }
 
-    /// Makes `batch` the next durable commit: on `Ok` it survives any crash.
+    /// Makes `batch` the next durable commit: on `Ok` it survives any crash,
+    /// and the blocks written come back for the stores' caches (so a written
+    /// block exists once in memory).
     /// On `Err` the store is poisoned (unless the batch was refused before
     /// anything was written), and reopening yields the state before the batch;
     /// except for [`Error::CommitDurable`] (the state after it) and
     /// [`Error::CommitInDoubt`] (either).
-    pub(crate) fn commit(&self, mut batch: Batch) -> Result<Meta, Error> {
+    pub(crate) fn commit(&self, mut batch: Batch) -> Result<Written, Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
         let prev = self.durable.read().clone();
@@ -301,10 +321,10 @@ impl Store {
         map_file.reserve(meta.map_blocks)?;
         let result = self.commit_locked(batch.writes, &meta, map_file, map_blocks);
         match result {
-            Ok(()) => *self.durable.write() = Durable { meta, map },
+            Ok(_) => *self.durable.write() = Durable { meta, map },
             Err(_) => self.poisoned.store(true, Ordering::SeqCst),
         }
-        result.map(|()| meta)
+        result
     }
 
     fn commit_locked(
@@ -313,12 +333,12 @@ impl Store {
         meta: &Meta,
         map_file: &Arc<DataFile>,
         map_blocks: Vec<BlockBuf>,
-    ) -> Result<(), Error> {
+    ) -> Result<Written, Error> {
         // 1. The blocks, to slots the durable state does not use, in file
         // order so neighbours can merge; synced before the map names them.
         // A failure here leaves the durable state as it was.
         writes.sort_unstable_by_key(|w| (w.target as u8, w.index));
-        let written: Vec<Target> = Target::ALL
+        let files_written: Vec<Target> = Target::ALL
             .into_iter()
             .filter(|t| writes.iter().any(|w| w.target == *t))
             .collect();
@@ -327,7 +347,9 @@ impl Store {
             .map(|w| w.index.checked_mul(BLOCK_SIZE as u64))
             .collect::<Option<Vec<u64>>>()
             .ok_or(Error::Internal("a block index past any file"))?;
-        self.io
+        let places: Vec<(Target, u64)> = writes.iter().map(|w| (w.target, w.index)).collect();
+        let blocks = self
+            .io
             .run_all(writes.into_iter().zip(offsets).map(|(w, offset)| {
                 (
                     self.targets[w.target as usize].clone(),
@@ -336,7 +358,18 @@ impl Store {
                     w.block,
                 )
             }))?;
-        for t in written {
+        let written = Written(
+            places
+                .into_iter()
+                .zip(blocks)
+                .map(|((target, index), block)| BlockWrite {
+                    target,
+                    index,
+                    block,
+                })
+                .collect(),
+        );
+        for t in files_written {
             self.targets[t as usize].sync()?;
         }
 
@@ -355,7 +388,9 @@ impl Store {
 
         // 3. The meta record. A failure here leaves a durable commit that
         // reopening finds.
-        write_meta(&self.io, &self.meta_file, meta).map_err(|e| Error::CommitDurable(Box::new(e)))
+        write_meta(&self.io, &self.meta_file, meta)
+            .map_err(|e| Error::CommitDurable(Box::new(e)))?;
+        Ok(written)
     }
 
     /// Every file, for tests that model power loss.

@@ -70,8 +70,7 @@ pub(crate) struct ValuePlan {
     freed_slots: Vec<u32>,
     extents: Extents,
     released: Vec<(u64, u64)>,
-    /// The buckets this plan writes, for the cache at publish.
-    new: Vec<(u32, Arc<BlockBuf>)>,
+
     /// Each changed key's value before the commit, in key order: what sessions
     /// pinned to older commits read.
     pub(crate) previous: Vec<(KeyPath, Option<Vec<u8>>)>,
@@ -338,7 +337,6 @@ impl ValueStore {
             freed_slots: Vec::new(),
             extents: state.extents.clone(),
             released: Vec::new(),
-            new: Vec::new(),
             previous: Vec::with_capacity(changes.len()),
             previous_overflow: Vec::new(),
         };
@@ -405,15 +403,16 @@ impl ValueStore {
         Ok(plan)
     }
 
-    /// Makes a committed plan visible.
-    pub(crate) fn publish(&self, plan: ValuePlan) {
+    /// Makes a committed plan visible; `written` is what the commit wrote to
+    /// the buckets file: the plan's new buckets, cached as they are.
+    pub(crate) fn publish(&self, plan: ValuePlan, written: Vec<(u32, BlockBuf)>) {
         let mut state = self.state.write();
         state.published.publish();
         for slot in &plan.freed_slots {
             self.cache.remove(slot);
         }
-        for (slot, block) in plan.new {
-            self.cache.insert(slot, block);
+        for (slot, block) in written {
+            self.cache.insert(slot, Arc::new(block));
         }
         for min in &plan.removed {
             state.dir.remove(min);
@@ -518,7 +517,6 @@ impl ValuePlan {
         for part in split(entries) {
             let slot = self.space.allocate()?;
             let block = bucket::encode(&part, self.seqno);
-            self.new.push((slot, Arc::new(block.clone())));
             self.writes.push(BlockWrite {
                 target: Target::Buckets,
                 index: slot as u64,
