@@ -18,6 +18,7 @@ use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
 use crate::trie::{hash_value, KeyPath, Node};
+use crate::value_store::ValuePlan;
 use crate::Error;
 
 /// A session's trie update on its base, not yet written.
@@ -54,8 +55,10 @@ impl Shared {
         prove: bool,
     ) -> Result<CommitOutput, Error> {
         let (_writer, head) = self.writer_at(base_seqno)?;
+        // The buckets go to the disk while the trie is updated.
+        let values = self.plan_values(head.seqno + 1, &writes)?;
         let prepared = self.prepare(head, writes, reads, prove)?;
-        self.apply(prepared)
+        self.apply(prepared, Some(values))
     }
 
     /// [`Shared::prepare`] under the writer lock.
@@ -73,7 +76,7 @@ impl Shared {
     /// the head.
     pub(super) fn commit_prepared(&self, prepared: Prepared) -> Result<CommitOutput, Error> {
         let _writer = self.writer_at(prepared.base_seqno)?;
-        self.apply(prepared)
+        self.apply(prepared, None)
     }
 
     /// A multi-proof of `keys` at commit `base_seqno`, which must be the head.
@@ -165,9 +168,20 @@ impl Shared {
         })
     }
 
-    /// Plans both stores, commits one batch and publishes it. The caller holds
-    /// the writer lock and has checked `prepared`'s base is the head.
-    fn apply(&self, prepared: Prepared) -> Result<CommitOutput, Error> {
+    /// Plans commit `seqno`'s values and starts writing their blocks. The
+    /// caller holds the writer lock.
+    fn plan_values(&self, seqno: u64, writes: &KeyedValues) -> Result<ValuePlan, Error> {
+        let started = self.clock();
+        let mut plan = self.values.plan(&self.store, writes, seqno)?;
+        plan.start_writes(&self.store)?;
+        CommitTimers::add(&self.timers.plan_ns, started);
+        Ok(plan)
+    }
+
+    /// Plans both stores (the values unless `values` already did), commits
+    /// one batch and publishes it. The caller holds the writer lock and has
+    /// checked `prepared`'s base is the head.
+    fn apply(&self, prepared: Prepared, values: Option<ValuePlan>) -> Result<CommitOutput, Error> {
         let Prepared {
             base_seqno,
             prev_root,
@@ -177,9 +191,12 @@ impl Shared {
             witness,
             prove,
         } = prepared;
-        let started = self.clock();
         let seqno = base_seqno + 1;
-        let mut value_plan = self.values.plan(&self.store, &writes, seqno)?;
+        let mut value_plan = match values {
+            Some(plan) => plan,
+            None => self.plan_values(seqno, &writes)?,
+        };
+        let started = self.clock();
         let previous = std::mem::take(&mut value_plan.previous);
         let mut page_plan = self.pages.plan(&self.store, pages, seqno)?;
         let mut batch = Batch::new(root, self.store.meta().lengths);

@@ -184,6 +184,14 @@ impl Io {
         &self,
         jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, BlockBuf)>,
     ) -> Result<Vec<BlockBuf>, Error> {
+        self.start_all(jobs).wait()
+    }
+
+    /// Starts `jobs` concurrently; [`Pending::wait`] collects them.
+    pub(crate) fn start_all(
+        &self,
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, BlockBuf)>,
+    ) -> Pending {
         let (tx, rx) = crossbeam_channel::unbounded();
         // Each job's file and direction, to say where a failure was.
         let mut what = Vec::new();
@@ -198,26 +206,12 @@ impl Io {
                 reply: tx.clone(),
             });
         }
-        drop(tx);
-        let count = what.len();
-        let mut slots: Vec<Option<BlockBuf>> = (0..count).map(|_| None).collect();
-        let mut first_error = None;
-        for done in rx.iter().take(count) {
-            if let Err(e) = done.result {
-                first_error.get_or_insert((done.tag as usize, e));
-            }
-            slots[done.tag as usize] = Some(done.block);
+        Pending {
+            rx,
+            what,
+            answered: 0,
         }
-        if let Some((tag, e)) = first_error {
-            let (file, op) = &what[tag];
-            return Err(Error::io(op.doing(), file.name(), e));
-        }
-        slots
-            .into_iter()
-            .map(|b| b.ok_or(Error::Internal("an I/O job never answered")))
-            .collect()
     }
-
     /// Reads one block on the calling thread: a lone read skips the hand-off
     /// to the engine's threads.
     pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> Result<BlockBuf, Error> {
@@ -226,6 +220,51 @@ impl Io {
         file.read_block(&mut block, offset)
             .map_err(|e| Error::io("reading", file.name(), e))?;
         Ok(block)
+    }
+}
+
+/// Jobs started by [`Io::start_all`] and not yet collected.
+pub(crate) struct Pending {
+    rx: Receiver<Done>,
+    what: Vec<(Arc<DataFile>, Op)>,
+    answered: usize,
+}
+
+impl Pending {
+    /// Waits for every job; the blocks come back in the order the jobs were
+    /// given. Fails with the first error after every job has finished.
+    pub(crate) fn wait(mut self) -> Result<Vec<BlockBuf>, Error> {
+        let count = self.what.len();
+        let mut slots: Vec<Option<BlockBuf>> = (0..count).map(|_| None).collect();
+        let mut first_error = None;
+        while self.answered < count {
+            let Ok(done) = self.rx.recv() else { break };
+            self.answered += 1;
+            if let Err(e) = done.result {
+                first_error.get_or_insert((done.tag as usize, e));
+            }
+            if let Some(slot) = slots.get_mut(done.tag as usize) {
+                *slot = Some(done.block);
+            }
+        }
+        if let Some((tag, e)) = first_error {
+            let (file, op) = &self.what[tag];
+            return Err(Error::io(op.doing(), file.name(), e));
+        }
+        slots
+            .into_iter()
+            .map(|b| b.ok_or(Error::Internal("an I/O job never answered")))
+            .collect()
+    }
+}
+
+impl Drop for Pending {
+    /// Jobs not collected are waited for all the same: a write still in
+    /// flight could otherwise land after a later write to the same block.
+    fn drop(&mut self) {
+        while self.answered < self.what.len() && self.rx.recv().is_ok() {
+            self.answered += 1;
+        }
     }
 }
 

@@ -31,7 +31,7 @@ use slot_map::SlotMap;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{
-    create_dir_durable, may_still_land, sync_dir, DataFile, DirLock, Io, IoBackend, Op,
+    create_dir_durable, may_still_land, sync_dir, DataFile, DirLock, Io, IoBackend, Op, Pending,
 };
 use crate::trie::{Node, TERMINATOR};
 use crate::Error;
@@ -99,6 +99,18 @@ pub(crate) struct Batch {
     pub(crate) freed: Vec<(Target, u32)>,
     /// Each target file's length in blocks after the commit.
     pub(crate) lengths: [u64; TARGETS],
+    /// Writes started before the batch was complete ([`Store::prewrite`]).
+    pub(crate) early: Option<Prewritten>,
+}
+
+/// Block writes started ahead of their commit, so the disk works while the
+/// rest of the commit is computed. Dropped without a commit, they are waited
+/// for, and the slots they wrote stay free.
+pub(crate) struct Prewritten {
+    /// The durable commit they were checked against.
+    seqno: u64,
+    places: Vec<(Target, u64)>,
+    pending: Pending,
 }
 
 /// The blocks a commit wrote, sorted by target and index.
@@ -126,6 +138,7 @@ impl Batch {
             writes: Vec::new(),
             freed: Vec::new(),
             lengths,
+            early: None,
         }
     }
 }
@@ -291,6 +304,61 @@ impl Store {
         }))
     }
 
+    /// Starts writing `writes` ahead of the commit that will name them, after
+    /// reserving room for files of `lengths`. Each must go to a slot the
+    /// durable state does not use; the commit takes them in [`Batch::early`].
+    /// Nothing is durable, or poisoned, by this alone.
+    pub(crate) fn prewrite(
+        &self,
+        mut writes: Vec<BlockWrite>,
+        lengths: &[u64; TARGETS],
+    ) -> Result<Prewritten, Error> {
+        let _one_at_a_time = self.commit_lock.lock();
+        self.check_usable()?;
+        let durable = self.durable.read();
+        let mut check = Batch::new(durable.meta.root, *lengths);
+        check.writes = writes;
+        keep_last_writes(&mut check);
+        validate(&check, &durable.map)?;
+        let seqno = durable.meta.seqno;
+        drop(durable);
+        for t in Target::ALL {
+            self.targets[t as usize].reserve(lengths[t as usize])?;
+        }
+        writes = check.writes;
+        let (places, pending) = self.start_writes(writes)?;
+        Ok(Prewritten {
+            seqno,
+            places,
+            pending,
+        })
+    }
+
+    /// Submits `writes` in file order, so neighbours can merge.
+    fn start_writes(
+        &self,
+        mut writes: Vec<BlockWrite>,
+    ) -> Result<(Vec<(Target, u64)>, Pending), Error> {
+        writes.sort_unstable_by_key(|w| (w.target as u8, w.index));
+        let offsets = writes
+            .iter()
+            .map(|w| w.index.checked_mul(BLOCK_SIZE as u64))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or(Error::Internal("a block index past any file"))?;
+        let places = writes.iter().map(|w| (w.target, w.index)).collect();
+        let pending = self
+            .io
+            .start_all(writes.into_iter().zip(offsets).map(|(w, offset)| {
+                (
+                    self.targets[w.target as usize].clone(),
+                    Op::Write,
+                    offset,
+                    w.block,
+                )
+            }));
+        Ok((places, pending))
+    }
+
     /// Makes `batch` the next durable commit: on `Ok` it survives any crash,
     /// and the blocks written come back for the stores' caches (so a written
     /// block exists once in memory).
@@ -303,7 +371,25 @@ impl Store {
         self.check_usable()?;
         let prev = self.durable.read().clone();
         keep_last_writes(&mut batch);
-        let map = validate(&batch, &prev.map)?;
+        let early = batch.early.take();
+        let early_places: &[(Target, u64)] = early.as_ref().map_or(&[], |e| &e.places);
+        if early.as_ref().is_some_and(|e| e.seqno != prev.meta.seqno) {
+            return Err(Error::Internal("writes started on another commit"));
+        }
+        let mut check = Batch::new(batch.root, batch.lengths);
+        check.freed = std::mem::take(&mut batch.freed);
+        check.writes = std::mem::take(&mut batch.writes);
+        // The early writes were checked against the same map; here they count
+        // as used, so a late write to one of their slots is refused too.
+        let mut base = prev.map.clone();
+        for &(t, index) in early_places {
+            if base.is_used(t, index) || index >= batch.lengths[t as usize] {
+                return Err(Error::Internal("an early write no longer fits its commit"));
+            }
+            base.set(t, index, true);
+        }
+        let map = validate(&check, &base)?;
+        batch.writes = check.writes;
         let commit = Meta {
             seqno: prev.meta.seqno + 1,
             root: batch.root,
@@ -319,7 +405,7 @@ impl Store {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
         map_file.reserve(meta.map_blocks)?;
-        let result = self.commit_locked(batch.writes, &meta, map_file, map_blocks);
+        let result = self.commit_locked(batch.writes, early, &meta, map_file, map_blocks);
         match result {
             Ok(_) => *self.durable.write() = Durable { meta, map },
             Err(_) => self.poisoned.store(true, Ordering::SeqCst),
@@ -329,46 +415,37 @@ impl Store {
 
     fn commit_locked(
         &self,
-        mut writes: Vec<BlockWrite>,
+        writes: Vec<BlockWrite>,
+        early: Option<Prewritten>,
         meta: &Meta,
         map_file: &Arc<DataFile>,
         map_blocks: Vec<BlockBuf>,
     ) -> Result<Written, Error> {
-        // 1. The blocks, to slots the durable state does not use, in file
-        // order so neighbours can merge; synced before the map names them.
-        // A failure here leaves the durable state as it was.
-        writes.sort_unstable_by_key(|w| (w.target as u8, w.index));
+        // 1. The blocks, to slots the durable state does not use (some
+        // started early); synced before the map names them. A failure here
+        // leaves the durable state as it was.
+        let (mut places, late) = self.start_writes(writes)?;
+        let mut blocks = Vec::new();
+        if let Some(early) = early {
+            places.splice(0..0, early.places);
+            blocks = early.pending.wait()?;
+        }
+        blocks.extend(late.wait()?);
         let files_written: Vec<Target> = Target::ALL
             .into_iter()
-            .filter(|t| writes.iter().any(|w| w.target == *t))
+            .filter(|t| places.iter().any(|p| p.0 == *t))
             .collect();
-        let offsets = writes
-            .iter()
-            .map(|w| w.index.checked_mul(BLOCK_SIZE as u64))
-            .collect::<Option<Vec<u64>>>()
-            .ok_or(Error::Internal("a block index past any file"))?;
-        let places: Vec<(Target, u64)> = writes.iter().map(|w| (w.target, w.index)).collect();
-        let blocks = self
-            .io
-            .run_all(writes.into_iter().zip(offsets).map(|(w, offset)| {
-                (
-                    self.targets[w.target as usize].clone(),
-                    Op::Write,
-                    offset,
-                    w.block,
-                )
-            }))?;
-        let written = Written(
-            places
-                .into_iter()
-                .zip(blocks)
-                .map(|((target, index), block)| BlockWrite {
-                    target,
-                    index,
-                    block,
-                })
-                .collect(),
-        );
+        let mut written: Vec<BlockWrite> = places
+            .into_iter()
+            .zip(blocks)
+            .map(|((target, index), block)| BlockWrite {
+                target,
+                index,
+                block,
+            })
+            .collect();
+        written.sort_unstable_by_key(|w| (w.target as u8, w.index));
+        let written = Written(written);
         for t in files_written {
             self.targets[t as usize].sync()?;
         }

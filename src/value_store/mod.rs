@@ -34,7 +34,9 @@ use overflow::Extents;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
-use crate::store::{stored_slot, Batch, BlockWrite, Published, SlotSpace, Store, Target};
+use crate::store::{
+    stored_slot, Batch, BlockWrite, Prewritten, Published, SlotSpace, Store, Target,
+};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
@@ -62,6 +64,8 @@ pub(crate) struct ValuePlan {
     seqno: u64,
     /// The blocks to commit.
     writes: Vec<BlockWrite>,
+    /// Or the writes, started ahead of the commit.
+    early: Option<Prewritten>,
     removed: Vec<KeyPath>,
     added: Vec<(u32, Vec<Entry>)>,
     /// The buckets file's slots after the plan's allocations.
@@ -331,6 +335,7 @@ impl ValueStore {
         let mut plan = ValuePlan {
             seqno,
             writes: Vec::new(),
+            early: None,
             removed: Vec::new(),
             added: Vec::new(),
             space: state.space.clone(),
@@ -432,14 +437,31 @@ impl ValueStore {
 }
 
 impl ValuePlan {
-    /// Adds the plan's writes, frees and file lengths to `batch`.
+    /// Starts the plan's writes now, ahead of its commit, so the disk works
+    /// while the rest of the commit is computed.
+    pub(crate) fn start_writes(&mut self, store: &Store) -> Result<(), Error> {
+        let mut lengths = store.meta().lengths;
+        self.set_lengths(&mut lengths);
+        self.early = Some(store.prewrite(std::mem::take(&mut self.writes), &lengths)?);
+        Ok(())
+    }
+
+    fn set_lengths(&self, lengths: &mut [u64; crate::store::TARGETS]) {
+        lengths[Target::Buckets as usize] = self.space.length();
+        lengths[Target::Overflow as usize] = self.extents.len;
+    }
+
+    /// Adds the plan's writes (or those it started), frees and file lengths
+    /// to `batch`.
     pub(crate) fn stage(&mut self, batch: &mut Batch) {
         batch.writes.append(&mut self.writes);
+        if let Some(early) = self.early.take() {
+            batch.early = Some(early);
+        }
         batch
             .freed
             .extend(self.freed_slots.iter().map(|&slot| (Target::Buckets, slot)));
-        batch.lengths[Target::Buckets as usize] = self.space.length();
-        batch.lengths[Target::Overflow as usize] = self.extents.len;
+        self.set_lengths(&mut batch.lengths);
     }
 
     /// `old` (a bucket's entries) with `changes` applied; overflow space for new
