@@ -35,7 +35,9 @@ pub enum Error {
         /// The 4 KiB block of that file, where known.
         block: Option<u64>,
     },
-    /// The crate broke one of its own rules; nothing was written. Please report it.
+    /// The crate broke one of its own rules; nothing was committed (a commit
+    /// refused this way may have written blocks to free slots, which nothing
+    /// uses). Please report it.
     Internal(&'static str),
     /// A session was committed after another commit moved the root it started
     /// from; its writes were not applied.

@@ -19,7 +19,7 @@ mod slot_map;
 mod tests;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -36,10 +36,10 @@ use crate::io::{
 use crate::trie::{Node, TERMINATOR};
 use crate::Error;
 
-/// Number of files a commit writes in place.
+/// Number of data files a commit writes blocks to.
 pub(crate) const TARGETS: usize = 3;
 
-/// A file a commit writes in place.
+/// A data file a commit writes blocks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub(crate) enum Target {
@@ -110,7 +110,24 @@ pub(crate) struct Prewritten {
     /// The durable commit they were checked against.
     seqno: u64,
     places: Vec<(Target, u64)>,
-    pending: Pending,
+    pending: Option<Pending>,
+    /// Prewrites alive in the store: a commit may not run beside one it does
+    /// not include, whose writes could land on blocks the commit uses.
+    alive: Arc<AtomicUsize>,
+}
+
+impl Prewritten {
+    fn wait(&mut self) -> Result<Vec<BlockBuf>, Error> {
+        self.pending.take().map_or(Ok(Vec::new()), Pending::wait)
+    }
+}
+
+impl Drop for Prewritten {
+    fn drop(&mut self) {
+        // Waits for the writes first.
+        drop(self.pending.take());
+        self.alive.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The blocks a commit wrote, sorted by target and index.
@@ -196,6 +213,8 @@ pub(crate) struct Store {
     meta_file: Arc<DataFile>,
     durable: RwLock<Durable>,
     commit_lock: Mutex<()>,
+    /// Prewrites not yet committed or dropped.
+    prewrites: Arc<AtomicUsize>,
     poisoned: AtomicBool,
     _lock: DirLock,
 }
@@ -243,6 +262,7 @@ impl Store {
             meta_file,
             durable: RwLock::new(durable),
             commit_lock: Mutex::new(()),
+            prewrites: Arc::new(AtomicUsize::new(0)),
             poisoned: AtomicBool::new(false),
             _lock: lock,
         })
@@ -327,10 +347,12 @@ impl Store {
         }
         writes = check.writes;
         let (places, pending) = self.start_writes(writes)?;
+        self.prewrites.fetch_add(1, Ordering::SeqCst);
         Ok(Prewritten {
             seqno,
             places,
-            pending,
+            pending: Some(pending),
+            alive: self.prewrites.clone(),
         })
     }
 
@@ -363,7 +385,8 @@ impl Store {
     /// and the blocks written come back for the stores' caches (so a written
     /// block exists once in memory).
     /// On `Err` the store is poisoned (unless the batch was refused before
-    /// anything was written), and reopening yields the state before the batch;
+    /// any block of its own was written: blocks a prewrite wrote lie in free
+    /// slots, which nothing uses), and reopening yields the state before the batch;
     /// except for [`Error::CommitDurable`] (the state after it) and
     /// [`Error::CommitInDoubt`] (either).
     pub(crate) fn commit(&self, mut batch: Batch) -> Result<Written, Error> {
@@ -375,6 +398,11 @@ impl Store {
         let early_places: &[(Target, u64)] = early.as_ref().map_or(&[], |e| &e.places);
         if early.as_ref().is_some_and(|e| e.seqno != prev.meta.seqno) {
             return Err(Error::Internal("writes started on another commit"));
+        }
+        if self.prewrites.load(Ordering::SeqCst) != usize::from(early.is_some()) {
+            return Err(Error::Internal(
+                "a commit beside early writes it does not include",
+            ));
         }
         let mut check = Batch::new(batch.root, batch.lengths);
         check.freed = std::mem::take(&mut batch.freed);
@@ -388,6 +416,16 @@ impl Store {
             }
             base.set(t, index, true);
         }
+        // Overflow blocks are not in the map: a late write to an early
+        // write's block would race it.
+        let early_set: std::collections::HashSet<&(Target, u64)> = early_places.iter().collect();
+        if check
+            .writes
+            .iter()
+            .any(|w| early_set.contains(&(w.target, w.index)))
+        {
+            return Err(Error::Internal("a block written early and late"));
+        }
         let map = validate(&check, &base)?;
         batch.writes = check.writes;
         let commit = Meta {
@@ -400,7 +438,7 @@ impl Store {
         let (meta, map_blocks) = slot_map::encode(commit, &map);
         let map_file = &self.maps[meta.slot() as usize];
         // Room for every write first: a full disk refuses the commit here,
-        // with nothing written and the store still usable.
+        // with nothing committed and the store still usable.
         for t in Target::ALL {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
@@ -426,9 +464,9 @@ impl Store {
         // leaves the durable state as it was.
         let (mut places, late) = self.start_writes(writes)?;
         let mut blocks = Vec::new();
-        if let Some(early) = early {
-            places.splice(0..0, early.places);
-            blocks = early.pending.wait()?;
+        if let Some(mut early) = early {
+            places.splice(0..0, std::mem::take(&mut early.places));
+            blocks = early.wait()?;
         }
         blocks.extend(late.wait()?);
         let files_written: Vec<Target> = Target::ALL
@@ -507,12 +545,15 @@ fn keep_last_writes(batch: &mut Batch) {
     }
 }
 
-/// Checks `batch` against the durable state's `map` before anything is
-/// written, and returns the map after it. A violation is a bug above and must
+/// Checks `batch` against the durable state's `map` before any of its
+/// blocks is written, and returns the map after it. A violation is a bug above and must
 /// not poison the store: a write past the lengths the batch declares, a write
 /// over a used slot (the durable state would lose it), or a free of a slot
 /// not in use.
 fn validate(batch: &Batch, map: &SlotMap) -> Result<SlotMap, Error> {
+    if map.past(&batch.lengths) {
+        return Err(Error::Internal("a commit shrinks a file under used slots"));
+    }
     if batch
         .writes
         .iter()
@@ -613,7 +654,10 @@ fn recover(
             }
         }
     };
-    let next = base.seqno + 1;
+    let next = base
+        .seqno
+        .checked_add(1)
+        .ok_or(Error::corrupt("meta record sequence number at its limit"))?;
     let at = |slot: u64| MAP_FILES[slot as usize];
     let (meta, map) = match slot_map::read(io, &maps[(next % 2) as usize], next)
         .map_err(|e| e.at(at(next % 2), 0))?
@@ -631,6 +675,13 @@ fn recover(
         },
     };
     check_lengths(targets, &meta.lengths)?;
+    // A map of a commit that did not become durable (its erasure may not
+    // have been synced) must not come back after a later commit reuses the
+    // slots it names.
+    let other = &maps[(next % 2) as usize];
+    if meta.seqno == base.seqno && other.blocks()? > 0 {
+        other.erase()?;
+    }
     if meta.seqno > 0 {
         for file in targets.iter().chain([&maps[meta.slot() as usize]]) {
             file.sync()?;

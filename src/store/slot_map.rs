@@ -82,7 +82,7 @@ impl SlotMap {
     }
 
     /// Whether a slot at or past its file's length is marked used.
-    fn past(&self, lengths: &[u64; TARGETS]) -> bool {
+    pub(crate) fn past(&self, lengths: &[u64; TARGETS]) -> bool {
         SLOTTED.iter().any(|&t| {
             self.used(t)
                 .last()
@@ -91,13 +91,13 @@ impl SlotMap {
     }
 }
 
-/// Body blocks of a map for files of `lengths`.
-fn body_blocks(lengths: &[u64; TARGETS]) -> u64 {
-    SLOTTED
-        .iter()
-        .map(|&t| lengths[t as usize].div_ceil(64) * 64)
-        .sum::<u64>()
-        .div_ceil(BITS_PER_BLOCK)
+/// Body blocks of a map for files of `lengths` (`None`: no file is that long).
+fn body_blocks(lengths: &[u64; TARGETS]) -> Option<u64> {
+    let mut bits = 0u64;
+    for t in SLOTTED {
+        bits = bits.checked_add(lengths[t as usize].div_ceil(64).checked_mul(64)?)?;
+    }
+    Some(bits.div_ceil(BITS_PER_BLOCK))
 }
 
 /// The map file of `commit` holding `map`: the header, then the body. Returns
@@ -142,8 +142,10 @@ pub(crate) fn encode(mut commit: Meta, map: &SlotMap) -> (Meta, Vec<BlockBuf>) {
 }
 
 /// Reads the map in `file` if it is the whole, intact map of commit `seqno`.
-/// `Ok(None)`: it is not (another commit's, or cut short by a crash); I/O
-/// errors and a verified map that marks slots past its files' ends are errors.
+/// `Ok(None)`: it is not (another commit's, or cut short by a crash). I/O
+/// errors are errors, and so is a map whose header holds but whose body size
+/// does not match its lengths, or which marks slots past its files' ends: no
+/// crash makes those, only damage, and the commit may have been acknowledged.
 pub(crate) fn read(
     io: &Io,
     file: &Arc<DataFile>,
@@ -166,7 +168,7 @@ pub(crate) fn read(
         *len = first.u64_at(64 + 8 * i);
     }
     let body = first.u64_at(16);
-    if body != body_blocks(&lengths) {
+    if Some(body) != body_blocks(&lengths) {
         return Err(Error::corrupt("slot map of the wrong size"));
     }
     if available < 1 + body {
@@ -236,8 +238,9 @@ mod tests {
 
     #[test]
     fn body_size_follows_the_lengths() {
-        assert_eq!(body_blocks(&[0, 0, 5]), 0);
-        assert_eq!(body_blocks(&[1, 1, 0]), 1);
-        assert_eq!(body_blocks(&[BITS_PER_BLOCK, 1, 0]), 2);
+        assert_eq!(body_blocks(&[0, 0, 5]), Some(0));
+        assert_eq!(body_blocks(&[1, 1, 0]), Some(1));
+        assert_eq!(body_blocks(&[BITS_PER_BLOCK, 1, 0]), Some(2));
+        assert_eq!(body_blocks(&[u64::MAX, 1, 0]), None);
     }
 }

@@ -231,7 +231,11 @@ fn commits_survive_reopen_on_both_engines() {
         }
         assert_state(&store, 20);
         drop(store);
-        assert_state(&open(dir.path()), 20);
+        let reopened = open(dir.path());
+        assert_state(&reopened, 20);
+        // The other map file named no durable commit: it is cut, so it can
+        // never come back over slots a later commit reuses.
+        assert_eq!(reopened.maps[1].blocks().unwrap(), 0);
     }
 }
 
@@ -278,6 +282,67 @@ fn a_commit_never_writes_over_or_frees_what_it_must_not() {
     unused.freed.push((Target::Buckets, free));
     assert!(matches!(store.commit(unused), Err(Error::Internal(_))));
     // The store is not poisoned, and state 3 is intact.
+    assert_state(&store, 3);
+    store.commit(batch(4)).unwrap();
+    drop(store);
+    assert_state(&open(dir.path()), 4);
+}
+
+#[test]
+fn early_writes_commit_like_late_ones_and_an_abandoned_one_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = faulty_store(dir.path(), 3);
+    // Abandoned: its blocks land in free slots only, and are waited for.
+    let b = batch(4);
+    drop(store.prewrite(b.writes, &b.lengths).unwrap());
+    assert_state(&store, 3);
+    for k in 4..=20 {
+        let mut b = batch(k);
+        let late = b.writes.split_off(b.writes.len() / 2);
+        let early = std::mem::replace(&mut b.writes, late);
+        b.early = Some(store.prewrite(early, &b.lengths).unwrap());
+        store.commit(b).unwrap();
+        assert_state(&store, k);
+    }
+    drop(store);
+    assert_state(&open(dir.path()), 20);
+}
+
+#[test]
+fn early_writes_are_refused_where_they_could_race() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = faulty_store(dir.path(), 3);
+    // The same block early and late (overflow blocks are not in the map).
+    let mut b = batch(4);
+    let first = &b.writes[b.writes.len() - 1];
+    let twin = BlockWrite {
+        target: first.target,
+        index: first.index,
+        block: stamp(99, first.target, first.index),
+    };
+    b.early = Some(store.prewrite(vec![twin], &b.lengths).unwrap());
+    assert!(matches!(store.commit(b), Err(Error::Internal(_))));
+    // A commit beside a prewrite it does not include.
+    let b = batch(4);
+    let pending = store.prewrite(b.writes, &b.lengths).unwrap();
+    assert!(matches!(store.commit(batch(4)), Err(Error::Internal(_))));
+    drop(pending);
+    // A prewrite over a used slot, or shrinking a file under used slots.
+    let used = store.used_slots(Target::Pages)[0];
+    let over = BlockWrite {
+        target: Target::Pages,
+        index: used,
+        block: stamp(99, Target::Pages, used),
+    };
+    assert!(matches!(
+        store.prewrite(vec![over], &lengths_after(4)),
+        Err(Error::Internal(_))
+    ));
+    assert!(matches!(
+        store.prewrite(Vec::new(), &[0; TARGETS]),
+        Err(Error::Internal(_))
+    ));
+    // None of it poisoned the store or changed its state.
     assert_state(&store, 3);
     store.commit(batch(4)).unwrap();
     drop(store);
