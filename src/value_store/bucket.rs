@@ -229,7 +229,18 @@ pub(super) fn entries(
 
 /// Decodes a whole bucket into owned entries.
 pub(super) fn decode(b: &Block) -> Result<Vec<Entry>, Error> {
-    entries(b)?.map(|e| e.map(EntryRef::to_owned)).collect()
+    let mut out = Vec::new();
+    decode_into(b, &mut out)?;
+    Ok(out)
+}
+
+/// Appends a whole bucket's entries to `out`, whose allocation a caller
+/// decoding many buckets reuses.
+pub(super) fn decode_into(b: &Block, out: &mut Vec<Entry>) -> Result<(), Error> {
+    for e in entries(b)? {
+        out.push(e?.to_owned());
+    }
+    Ok(())
 }
 
 /// The entry for `key`, copying only that one.

@@ -88,9 +88,23 @@ impl Directory {
 
     /// Adds the bucket in `slot` holding `keys` (non-empty, sorted).
     pub(super) fn insert(&mut self, slot: u32, keys: &[KeyPath]) {
+        let (min, meta) = self.summarize(slot, keys);
+        self.insert_summary(min, meta);
+    }
+
+    /// The summary of the bucket in `slot` holding `keys` (non-empty, sorted):
+    /// its smallest key and what [`Directory::insert_summary`] adds. Computed
+    /// while a commit plans, so that publishing (which readers wait for) only
+    /// installs it.
+    pub(super) fn summarize(&self, slot: u32, keys: &[KeyPath]) -> (KeyPath, BucketMeta) {
         let fingerprints = keys.iter().map(|k| self.fingerprint(k)).collect();
-        self.entries += keys.len();
-        self.map.insert(keys[0], BucketMeta { slot, fingerprints });
+        (keys[0], BucketMeta { slot, fingerprints })
+    }
+
+    /// Adds a bucket summarized by [`Directory::summarize`].
+    pub(super) fn insert_summary(&mut self, min: KeyPath, meta: BucketMeta) {
+        self.entries += meta.fingerprints.len();
+        self.map.insert(min, meta);
     }
 
     /// Drops the bucket whose smallest key is `min`.

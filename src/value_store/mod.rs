@@ -29,7 +29,7 @@ use parking_lot::RwLock;
 
 pub(crate) use bucket::INLINE_MAX;
 use bucket::{Entry, InlineValue, Stored, PAYLOAD};
-use directory::Directory;
+use directory::{BucketMeta, Directory};
 use overflow::Extents;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
@@ -67,7 +67,8 @@ pub(crate) struct ValuePlan {
     /// Or the writes, started ahead of the commit.
     early: Option<Prewritten>,
     removed: Vec<KeyPath>,
-    added: Vec<(u32, Vec<Entry>)>,
+    /// The new buckets' directory summaries: smallest key and summary.
+    added: Vec<(KeyPath, BucketMeta)>,
     /// The buckets file's slots after the plan's allocations.
     space: SlotSpace,
     /// Slots of the buckets this plan replaces: reusable only by later commits.
@@ -360,6 +361,8 @@ impl ValueStore {
         // Buckets are rewritten in runs of adjacent ones, so that a bucket left
         // nearly empty merges with the next, and one overflowing can share with it.
         let mut run = Run::default();
+        // One bucket's entries before the changes, reused from bucket to bucket.
+        let mut old = Vec::new();
         let mut i = 0;
         while i < changes.len() {
             // The changes that fall in one bucket (or in the empty store).
@@ -378,19 +381,15 @@ impl ValueStore {
                     plan.flush(&mut run, store, &state.dir, None)?;
                 }
             }
-            let old = match bucket {
-                Some((min, slot)) => {
-                    let block = read
-                        .remove(&slot)
-                        .ok_or(Error::corrupt("bucket listed twice"))?;
-                    let entries = bucket::decode(&block)?;
-                    run.take(min, slot);
-                    entries
-                }
-                None => Vec::new(),
-            };
-            let merged = plan.merge(old, &changes[i..j]);
-            run.entries.extend(merged);
+            old.clear();
+            if let Some((min, slot)) = bucket {
+                let block = read
+                    .remove(&slot)
+                    .ok_or(Error::corrupt("bucket listed twice"))?;
+                bucket::decode_into(&block, &mut old)?;
+                run.take(min, slot);
+            }
+            plan.merge(&mut old, &changes[i..j], &mut run.entries);
             let next_changed = changes
                 .get(j)
                 .and_then(|(k, _)| state.dir.bucket_of(k))
@@ -422,9 +421,8 @@ impl ValueStore {
         for min in &plan.removed {
             state.dir.remove(min);
         }
-        for (slot, entries) in &plan.added {
-            let keys: Vec<KeyPath> = entries.iter().map(|e| e.key).collect();
-            state.dir.insert(*slot, &keys);
+        for (min, meta) in plan.added {
+            state.dir.insert_summary(min, meta);
         }
         state.space = plan.space;
         state.space.release(plan.seqno, plan.freed_slots);
@@ -464,11 +462,17 @@ impl ValuePlan {
         self.set_lengths(&mut batch.lengths);
     }
 
-    /// `old` (a bucket's entries) with `changes` applied; overflow space for new
-    /// long values is allocated, and the space of replaced ones released at publish.
-    fn merge(&mut self, old: Vec<Entry>, changes: &[(KeyPath, Option<Vec<u8>>)]) -> Vec<Entry> {
-        let mut out = Vec::with_capacity(old.len() + changes.len());
-        let mut old = old.into_iter().peekable();
+    /// Appends to `out` `old` (a bucket's entries, taken) with `changes`
+    /// applied; overflow space for new long values is allocated, and the space
+    /// of replaced ones released at publish.
+    fn merge(
+        &mut self,
+        old: &mut Vec<Entry>,
+        changes: &[(KeyPath, Option<Vec<u8>>)],
+        out: &mut Vec<Entry>,
+    ) {
+        out.reserve(old.len() + changes.len());
+        let mut old = old.drain(..).peekable();
         for (key, value) in changes {
             while let Some(e) = old.next_if(|e| e.key < *key) {
                 out.push(e);
@@ -500,7 +504,6 @@ impl ValuePlan {
             out.push(Entry { key: *key, stored });
         }
         out.extend(old);
-        out
     }
 
     /// Writes `run` out as buckets, each to a free slot; the run's old slots
@@ -536,6 +539,7 @@ impl ValuePlan {
         } = std::mem::take(run);
         self.removed.extend(mins);
         self.freed_slots.extend(slots);
+        let mut keys = Vec::new();
         for part in split(entries) {
             let slot = self.space.allocate()?;
             let block = bucket::encode(&part, self.seqno);
@@ -544,7 +548,9 @@ impl ValuePlan {
                 index: slot as u64,
                 block,
             });
-            self.added.push((slot, part));
+            keys.clear();
+            keys.extend(part.iter().map(|e| e.key));
+            self.added.push(dir.summarize(slot, &keys));
         }
         Ok(())
     }
