@@ -281,11 +281,7 @@ fn a_commit_never_writes_over_or_frees_what_it_must_not() {
     let mut unused = batch(4);
     unused.freed.push((Target::Buckets, free));
     assert!(matches!(store.commit(unused), Err(Error::Internal(_))));
-    // The store is not poisoned, and state 3 is intact.
-    assert_state(&store, 3);
-    store.commit(batch(4)).unwrap();
-    drop(store);
-    assert_state(&open(dir.path()), 4);
+    still_at_3_and_usable(store, dir.path());
 }
 
 #[test]
@@ -342,11 +338,16 @@ fn early_writes_are_refused_where_they_could_race() {
         store.prewrite(Vec::new(), &[0; TARGETS]),
         Err(Error::Internal(_))
     ));
-    // None of it poisoned the store or changed its state.
+    still_at_3_and_usable(store, dir.path());
+}
+
+/// After refused batches: the store is not poisoned, holds state 3, and
+/// commits and reopens as ever.
+fn still_at_3_and_usable(store: Store, dir: &Path) {
     assert_state(&store, 3);
     store.commit(batch(4)).unwrap();
     drop(store);
-    assert_state(&open(dir.path()), 4);
+    assert_state(&open(dir), 4);
 }
 
 #[test]
