@@ -334,3 +334,29 @@ mod model {
         }
     }
 }
+
+#[test]
+fn a_plan_that_is_never_committed_frees_nothing() {
+    // A commit refused (or failed) after planning drops its plans: the slots
+    // they freed still hold the durable pages and must not be reused.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, pages) = open(dir.path(), 0);
+    let ids: Vec<PageId> = (0..50).map(page_id).collect();
+    let all = |version| {
+        ids.iter()
+            .map(|id| (*id, Some(page(id, version))))
+            .collect()
+    };
+    commit(&store, &pages, all(1)).unwrap();
+    let dropped = pages.plan(&store, all(2), store.meta().seqno + 1).unwrap();
+    drop(dropped);
+    // Had the dropped plan's frees taken effect, this commit's writes would
+    // land on the durable pages: the store refuses that, and the pages read
+    // back would be wrong.
+    commit(&store, &pages, all(3)).unwrap();
+    let model: BTreeMap<PageId, u8> = ids.iter().map(|id| (*id, 3)).collect();
+    assert_matches(&store, &pages, &model, &ids);
+    drop((store, pages));
+    let (store, pages) = open(dir.path(), 0);
+    assert_matches(&store, &pages, &model, &ids);
+}
