@@ -353,10 +353,16 @@ impl ValueStore {
             .collect();
         touched.dedup();
         let blocks = self.read_buckets(store, &touched)?;
-        let mut read: std::collections::HashMap<u32, Arc<BlockBuf>> = touched
-            .into_iter()
-            .zip(blocks.into_iter().map(|(block, _)| block))
-            .collect();
+        let mut read = std::collections::HashMap::with_capacity(touched.len());
+        for (slot, (block, from_disk)) in touched.into_iter().zip(blocks) {
+            // The trie update that follows rebuilds elided subtrees from these
+            // same buckets. They are the published ones: no publish runs
+            // beside a plan (one writer).
+            if from_disk {
+                self.cache.insert(slot, block.clone());
+            }
+            read.insert(slot, block);
+        }
 
         // Buckets are rewritten in runs of adjacent ones, so that a bucket left
         // nearly empty merges with the next, and one overflowing can share with it.
