@@ -93,13 +93,15 @@ impl Drop for BlockBuf {
     }
 }
 
+pub(crate) use pool::release_free;
+
 mod pool {
     use std::alloc::{handle_alloc_error, Layout};
     use std::ptr::NonNull;
 
     use parking_lot::Mutex;
 
-    use super::{Block, BlockBuf};
+    use super::{Block, BlockBuf, BLOCK_SIZE};
 
     /// Blocks per slab: 2 MiB, large enough for the allocator to map it directly.
     const SLAB_BLOCKS: usize = 512;
@@ -128,6 +130,33 @@ mod pool {
         FREE.lock().0.push(block);
     }
 
+    /// Hands the memory of every free block back to the kernel; the blocks
+    /// stay in the pool and fault in as zero pages when next used. Free blocks
+    /// that lie next to each other go in one call.
+    pub(crate) fn release_free() {
+        let free = FREE.lock();
+        let mut starts: Vec<usize> = free.0.iter().map(|b| b.as_ptr() as usize).collect();
+        starts.sort_unstable();
+        let mut i = 0;
+        while i < starts.len() {
+            let start = starts[i];
+            let mut end = start + BLOCK_SIZE;
+            i += 1;
+            while starts.get(i) == Some(&end) {
+                end += BLOCK_SIZE;
+                i += 1;
+            }
+            // SAFETY: [start, end) is whole free blocks of the pool's slabs,
+            // which are private anonymous mappings; no BlockBuf owns them
+            // while FREE is locked (blocks leave the list only under it), and
+            // MADV_DONTNEED there only swaps their contents for zero pages. A
+            // failure leaves the memory resident, nothing worse.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+
     /// A new zeroed slab, never freed: its blocks cycle through the free list.
     ///
     /// An anonymous mapping, not `alloc_zeroed`: at 4096-byte alignment the
@@ -153,5 +182,29 @@ mod pool {
             handle_alloc_error(layout);
         }
         NonNull::new(ptr.cast::<Block>()).unwrap_or_else(|| handle_alloc_error(layout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_released_to_the_kernel_stay_usable() {
+        let blocks: Vec<BlockBuf> = (0..600)
+            .map(|i| {
+                let mut b = Block::zeroed();
+                (*b).0.fill(i as u8 | 1);
+                b
+            })
+            .collect();
+        drop(blocks);
+        release_free();
+        for _ in 0..600 {
+            assert!((*Block::zeroed()).0.iter().all(|&x| x == 0));
+            let mut b = Block::for_read();
+            (*b).0.fill(7);
+            assert!((*b).0.iter().all(|&x| x == 7));
+        }
     }
 }

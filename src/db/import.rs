@@ -97,6 +97,14 @@ impl Db {
             let _ = fs::remove_dir_all(&staging);
             return Err(e);
         }
+        // The import's blocks and sort buffers are free now; its peak need not
+        // stay resident while the database serves.
+        crate::block::release_free();
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only returns free heap memory to the kernel.
+        unsafe {
+            libc::malloc_trim(0);
+        }
         // The database appears at the path whole, or not at all.
         if let Err(e) = fs::rename(staging.join("db"), &target) {
             let _ = fs::remove_dir_all(&staging);
