@@ -140,7 +140,7 @@ fn a_damaged_page_is_an_error_at_open() {
                 .collect(),
         )
         .unwrap();
-        // A later commit, so that slot 2 is not in the WAL that open replays.
+        // A later commit that leaves slot 2 in use: open reads and checks it.
         commit(
             &store,
             &pages,
