@@ -13,8 +13,7 @@ fn database() -> tempfile::TempDir {
         session.write(*blake3::hash(&i.to_le_bytes()).as_bytes(), Some(vec![1; 8]));
     }
     session.commit().unwrap();
-    // A small last commit: reopening replays its log, which would mend the
-    // blocks it wrote.
+    // A small last commit, as a database usually ends.
     let session = db.begin_session();
     session.write([7; 32], Some(vec![7]));
     session.commit().unwrap();
@@ -85,4 +84,40 @@ fn an_io_error_names_the_file_and_has_the_os_error_as_source() {
         }
         other => panic!("expected an I/O error, got {:?}", other.err()),
     }
+}
+
+#[test]
+fn a_database_of_an_older_format_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    // Format 2 always had its two WAL files.
+    for (name, len) in [("meta", 8192), ("wal0", 4096), ("wal1", 0), ("pages", 4096)] {
+        std::fs::write(dir.path().join(name), vec![3u8; len]).unwrap();
+    }
+    let listing = || {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().into_string().unwrap(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let before = listing();
+    match Db::open(Options::new(dir.path())) {
+        Err(
+            e @ Error::UnsupportedFormat {
+                found: 2,
+                supported: 3,
+            },
+        ) => {
+            assert!(e.to_string().contains("format 2"), "{e}")
+        }
+        other => panic!("expected UnsupportedFormat, got {:?}", other.err()),
+    }
+    assert!(listing() == before, "the refused directory was changed");
 }

@@ -127,6 +127,21 @@ mod tests {
     }
 
     #[test]
+    fn a_record_of_another_format_is_refused_by_name() {
+        let mut b = Meta::default().encode();
+        b.0[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let sum = b.checksum(CHECKSUM);
+        b.put_u64(CHECKSUM, sum);
+        assert!(matches!(
+            Meta::decode(&b),
+            Err(Error::UnsupportedFormat {
+                found: 2,
+                supported: VERSION
+            })
+        ));
+    }
+
+    #[test]
     fn the_newer_valid_slot_wins() {
         let at = |seqno| Meta {
             seqno,

@@ -225,6 +225,7 @@ impl Store {
     /// Opens (creating if absent) the database in `dir`, recovering the last durable
     /// commit.
     pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Store, Error> {
+        refuse_older_format(dir)?;
         create_dir_durable(dir)?;
         let lock = DirLock::acquire(dir)?;
         let open = |name: &str| -> Result<Arc<DataFile>, Error> {
@@ -236,7 +237,6 @@ impl Store {
             }
             Ok(Arc::new(file))
         };
-        refuse_older_format(dir)?;
         let meta_file = open("meta")?;
         let maps = [open(MAP_FILES[0])?, open(MAP_FILES[1])?];
         let targets = [
