@@ -45,8 +45,6 @@ pub(crate) struct PagePlan {
     /// Slots the commit stops using: id and old slot of every page it
     /// replaces or deletes.
     freed: Vec<(PageId, u32)>,
-    /// Pages deleted, for the cache to drop at publish.
-    deleted: Vec<PageId>,
     /// The pages file's slots after the plan's allocations (before its frees).
     space: SlotSpace,
 }
@@ -234,7 +232,6 @@ impl PageStore {
             writes: Vec::new(),
             stored: Vec::new(),
             freed: Vec::new(),
-            deleted: Vec::new(),
             space: slots.space.clone(),
         };
         for (i, (id, change)) in changes.into_iter().enumerate() {
@@ -255,7 +252,7 @@ impl PageStore {
                     });
                     plan.stored.push((id, slot));
                 }
-                None => plan.deleted.push(id),
+                None => {}
             }
         }
         Ok(plan)
@@ -266,23 +263,20 @@ impl PageStore {
     pub(crate) fn publish(&self, mut plan: PagePlan, written: Vec<(u32, BlockBuf)>) {
         let mut slots = self.slots.write();
         slots.space = plan.space;
+        // Every replaced or deleted page leaves the cache; the new versions
+        // come back from the write.
         for (id, slot) in &plan.freed {
             slots.index.remove(id, *slot);
+            self.cache.remove(id);
         }
         plan.stored.sort_unstable_by_key(|&(_, slot)| slot);
         let mut written = written.into_iter().peekable();
         for (id, slot) in plan.stored {
             slots.index.insert(&id, slot);
-            // Every stored page was written; one not handed back must not
-            // leave its old version cached.
             while written.next_if(|(s, _)| *s < slot).is_some() {}
-            match written.next_if(|(s, _)| *s == slot) {
-                Some((_, block)) => self.cache.insert(id, Arc::new(Page::from_block(block))),
-                None => self.cache.remove(&id),
+            if let Some((_, block)) = written.next_if(|(s, _)| *s == slot) {
+                self.cache.insert(id, Arc::new(Page::from_block(block)));
             }
-        }
-        for id in &plan.deleted {
-            self.cache.remove(id);
         }
         let freed = plan.freed.into_iter().map(|(_, slot)| slot).collect();
         slots.space.release(plan.seqno, freed);

@@ -107,8 +107,6 @@ pub(crate) struct Batch {
 /// rest of the commit is computed. Dropped without a commit, they are waited
 /// for, and the slots they wrote stay free.
 pub(crate) struct Prewritten {
-    /// The durable commit they were checked against.
-    seqno: u64,
     places: Vec<(Target, u64)>,
     pending: Option<Pending>,
     /// Prewrites alive in the store: a commit may not run beside one it does
@@ -335,21 +333,15 @@ impl Store {
     ) -> Result<Prewritten, Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
-        let durable = self.durable.read();
-        let mut check = Batch::new(durable.meta.root, *lengths);
-        check.writes = writes;
-        keep_last_writes(&mut check);
-        validate(&check, &durable.map)?;
-        let seqno = durable.meta.seqno;
-        drop(durable);
+        keep_last_writes(&mut writes);
+        let places = writes.iter().map(|w| (w.target, w.index));
+        validate(places, &[], lengths, &self.durable.read().map)?;
         for t in Target::ALL {
             self.targets[t as usize].reserve(lengths[t as usize])?;
         }
-        writes = check.writes;
         let (places, pending) = self.start_writes(writes)?;
         self.prewrites.fetch_add(1, Ordering::SeqCst);
         Ok(Prewritten {
-            seqno,
             places,
             pending: Some(pending),
             alive: self.prewrites.clone(),
@@ -392,47 +384,30 @@ impl Store {
     pub(crate) fn commit(&self, mut batch: Batch) -> Result<Written, Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
-        let prev = self.durable.read().clone();
-        keep_last_writes(&mut batch);
+        keep_last_writes(&mut batch.writes);
         let early = batch.early.take();
-        let early_places: &[(Target, u64)] = early.as_ref().map_or(&[], |e| &e.places);
-        if early.as_ref().is_some_and(|e| e.seqno != prev.meta.seqno) {
-            return Err(Error::Internal("writes started on another commit"));
-        }
+        // Early writes were checked against this same state: every commit
+        // since would have been refused beside them.
         if self.prewrites.load(Ordering::SeqCst) != usize::from(early.is_some()) {
             return Err(Error::Internal(
                 "a commit beside early writes it does not include",
             ));
         }
-        let mut check = Batch::new(batch.root, batch.lengths);
-        check.freed = std::mem::take(&mut batch.freed);
-        check.writes = std::mem::take(&mut batch.writes);
-        // The early writes were checked against the same map; here they count
-        // as used, so a late write to one of their slots is refused too.
-        let mut base = prev.map.clone();
-        for &(t, index) in early_places {
-            if base.is_used(t, index) || index >= batch.lengths[t as usize] {
-                return Err(Error::Internal("an early write no longer fits its commit"));
-            }
-            base.set(t, index, true);
-        }
-        // Overflow blocks are not in the map: a late write to an early
-        // write's block would race it.
-        let early_set: std::collections::HashSet<&(Target, u64)> = early_places.iter().collect();
-        if check
-            .writes
+        let early_places = early.as_ref().map_or(&[][..], |e| &e.places);
+        let places = early_places
             .iter()
-            .any(|w| early_set.contains(&(w.target, w.index)))
-        {
-            return Err(Error::Internal("a block written early and late"));
-        }
-        let map = validate(&check, &base)?;
-        batch.writes = check.writes;
+            .copied()
+            .chain(batch.writes.iter().map(|w| (w.target, w.index)));
+        let (prev, map) = {
+            let durable = self.durable.read();
+            let map = validate(places, &batch.freed, &batch.lengths, &durable.map)?;
+            (durable.meta, map)
+        };
         let commit = Meta {
-            seqno: prev.meta.seqno + 1,
+            seqno: prev.seqno + 1,
             root: batch.root,
             lengths: batch.lengths,
-            prev_lengths: prev.meta.lengths,
+            prev_lengths: prev.lengths,
             ..Meta::default()
         };
         let (meta, map_blocks) = slot_map::encode(commit, &map);
@@ -531,50 +506,57 @@ impl Store {
 
 /// Writes run concurrently, so a block written twice keeps only its last
 /// write.
-fn keep_last_writes(batch: &mut Batch) {
-    let mut last = std::collections::HashMap::with_capacity(batch.writes.len());
-    for (i, w) in batch.writes.iter().enumerate() {
+fn keep_last_writes(writes: &mut Vec<BlockWrite>) {
+    let mut last = std::collections::HashMap::with_capacity(writes.len());
+    for (i, w) in writes.iter().enumerate() {
         last.insert((w.target, w.index), i);
     }
-    if last.len() < batch.writes.len() {
+    if last.len() < writes.len() {
         let mut i = 0;
-        batch.writes.retain(|w| {
+        writes.retain(|w| {
             i += 1;
             last[&(w.target, w.index)] == i - 1
         });
     }
 }
 
-/// Checks `batch` against the durable state's `map` before any of its
-/// blocks is written, and returns the map after it. A violation is a bug above and must
-/// not poison the store: a write past the lengths the batch declares, a write
-/// over a used slot (the durable state would lose it), or a free of a slot
+/// Checks a commit's writes (`places`: early and late, each block once) and
+/// frees against the durable state's `map` before any of its blocks is
+/// written, and returns the map after it. A violation is a bug above and must
+/// not poison the store: a write past `lengths`, a file shrunk under used
+/// slots, a write over a used slot (the durable state would lose it), a block
+/// written twice (both in flight, either could land last), or a free of a slot
 /// not in use.
-fn validate(batch: &Batch, map: &SlotMap) -> Result<SlotMap, Error> {
-    if map.past(&batch.lengths) {
+fn validate(
+    places: impl Iterator<Item = (Target, u64)>,
+    freed: &[(Target, u32)],
+    lengths: &[u64; TARGETS],
+    map: &SlotMap,
+) -> Result<SlotMap, Error> {
+    if map.past(lengths) {
         return Err(Error::Internal("a commit shrinks a file under used slots"));
     }
-    if batch
-        .writes
-        .iter()
-        .any(|w| w.index >= batch.lengths[w.target as usize])
-    {
-        return Err(Error::Internal(
-            "a commit writes past the lengths it declares",
-        ));
-    }
     let mut after = map.clone();
-    for &(target, slot) in &batch.freed {
+    for &(target, slot) in freed {
         if !map.is_used(target, slot as u64) {
             return Err(Error::Internal("a commit frees a slot not in use"));
         }
         after.set(target, slot as u64, false);
     }
-    for w in &batch.writes {
-        if map.is_used(w.target, w.index) {
+    let mut seen = std::collections::HashSet::new();
+    for (target, index) in places {
+        if index >= lengths[target as usize] {
+            return Err(Error::Internal(
+                "a commit writes past the lengths it declares",
+            ));
+        }
+        if map.is_used(target, index) {
             return Err(Error::Internal("a commit overwrites a slot in use"));
         }
-        after.set(w.target, w.index, true);
+        if !seen.insert((target, index)) {
+            return Err(Error::Internal("a commit writes a block twice at once"));
+        }
+        after.set(target, index, true);
     }
     Ok(after)
 }

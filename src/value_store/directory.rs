@@ -88,7 +88,7 @@ impl Directory {
 
     /// Adds the bucket in `slot` holding `keys` (non-empty, sorted).
     pub(super) fn insert(&mut self, slot: u32, keys: &[KeyPath]) {
-        let (min, meta) = self.summarize(slot, keys);
+        let (min, meta) = self.summarize(slot, keys.iter());
         self.insert_summary(min, meta);
     }
 
@@ -96,9 +96,19 @@ impl Directory {
     /// its smallest key and what [`Directory::insert_summary`] adds. Computed
     /// while a commit plans, so that publishing (which readers wait for) only
     /// installs it.
-    pub(super) fn summarize(&self, slot: u32, keys: &[KeyPath]) -> (KeyPath, BucketMeta) {
-        let fingerprints = keys.iter().map(|k| self.fingerprint(k)).collect();
-        (keys[0], BucketMeta { slot, fingerprints })
+    pub(super) fn summarize<'k>(
+        &self,
+        slot: u32,
+        keys: impl Iterator<Item = &'k KeyPath>,
+    ) -> (KeyPath, BucketMeta) {
+        let mut min = None;
+        let fingerprints = keys
+            .inspect(|k| {
+                min.get_or_insert(**k);
+            })
+            .map(|k| self.fingerprint(k))
+            .collect();
+        (min.unwrap_or_default(), BucketMeta { slot, fingerprints })
     }
 
     /// Adds a bucket summarized by [`Directory::summarize`].

@@ -545,7 +545,6 @@ impl ValuePlan {
         } = std::mem::take(run);
         self.removed.extend(mins);
         self.freed_slots.extend(slots);
-        let mut keys = Vec::new();
         for part in split(entries) {
             let slot = self.space.allocate()?;
             let block = bucket::encode(&part, self.seqno);
@@ -554,9 +553,8 @@ impl ValuePlan {
                 index: slot as u64,
                 block,
             });
-            keys.clear();
-            keys.extend(part.iter().map(|e| e.key));
-            self.added.push(dir.summarize(slot, &keys));
+            self.added
+                .push(dir.summarize(slot, part.iter().map(|e| &e.key)));
         }
         Ok(())
     }
