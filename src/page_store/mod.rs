@@ -241,18 +241,15 @@ impl PageStore {
             if let Some(old) = self.slot_of(store, &slots, &id)? {
                 plan.freed.push((id, old));
             }
-            match change {
-                Some(mut page) => {
-                    page.seal();
-                    let slot = plan.space.allocate()?;
-                    plan.writes.push(BlockWrite {
-                        target: Target::Pages,
-                        index: slot as u64,
-                        block: page.into_block(),
-                    });
-                    plan.stored.push((id, slot));
-                }
-                None => {}
+            if let Some(mut page) = change {
+                page.seal();
+                let slot = plan.space.allocate()?;
+                plan.writes.push(BlockWrite {
+                    target: Target::Pages,
+                    index: slot as u64,
+                    block: page.into_block(),
+                });
+                plan.stored.push((id, slot));
             }
         }
         Ok(plan)
