@@ -22,8 +22,8 @@ fn page_ids() -> Vec<PageId> {
 
 fn build(dir: &std::path::Path) {
     let store = Store::open(dir, StoreConfig::default()).unwrap();
-    let pages = PageStore::open(&store, 16, 1).unwrap();
-    let values = ValueStore::open(&store, 1, 0).unwrap();
+    let pages = PageStore::open(&store, 16).unwrap();
+    let values = ValueStore::open(&store, 0).unwrap();
     for round in 0..3u64 {
         let seqno = store.meta().seqno + 1;
         let changes: Vec<_> = (round * 700..(round + 1) * 700)
@@ -51,12 +51,12 @@ fn read_everything(dir: &std::path::Path) {
     let Ok(store) = Store::open(dir, StoreConfig::default()) else {
         return;
     };
-    if let Ok(pages) = PageStore::open(&store, 16, 2) {
+    if let Ok(pages) = PageStore::open(&store, 16) {
         for id in page_ids() {
             let _ = pages.get(&store, &id);
         }
     }
-    if let Ok(values) = ValueStore::open(&store, 2, 0) {
+    if let Ok(values) = ValueStore::open(&store, 0) {
         for i in 0..2100 {
             let _ = values.get(&store, &key(i));
         }

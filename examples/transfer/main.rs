@@ -108,6 +108,8 @@ struct Run {
     db_bytes: u64,
     /// pagetrie only.
     direct_io: Option<bool>,
+    /// pagetrie only: whether open read the catalog instead of every block.
+    opened_from_catalog: Option<bool>,
 }
 
 fn main() -> Result<(), BoxError> {
@@ -178,6 +180,7 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
     let open = start.elapsed();
     let initial_root = db.root();
     let direct_io = Some(db.metrics().direct_io);
+    let opened_from_catalog = Some(db.metrics().opened_from_catalog);
     let stats = workloads(args, |config| {
         Ok(workload::run_workload(&db, &mut accounts, config)?)
     })?;
@@ -189,6 +192,7 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
         open,
         db_bytes: workload::dir_bytes(&dir.join("db")),
         direct_io,
+        opened_from_catalog,
     })
 }
 
@@ -221,6 +225,7 @@ fn run_nomt(args: &Args, dir: &Path) -> Result<Run, BoxError> {
         open,
         db_bytes: workload::dir_bytes(&nomt_engine::paths(dir).0),
         direct_io: None,
+        opened_from_catalog: None,
     })
 }
 
@@ -372,6 +377,7 @@ fn summary(args: &Args, run: &Run) -> Value {
         "import_peak_rss_bytes": run.import_peak_rss,
         "open_s": run.open.as_secs_f64(),
         "direct_io": run.direct_io,
+        "opened_from_catalog": run.opened_from_catalog,
     })
 }
 
@@ -556,6 +562,16 @@ fn table(args: &Args, columns: &[(&str, &Value)]) {
         println!("{line}");
     }
     if let Some((_, s)) = columns.first() {
+        if let Some(catalog) = s["opened_from_catalog"].as_bool() {
+            println!(
+                "  pagetrie open: {}",
+                if catalog {
+                    "from the catalog"
+                } else {
+                    "read every block (no usable catalog)"
+                }
+            );
+        }
         if let Some(direct) = s["direct_io"].as_bool() {
             println!(
                 "  pagetrie direct I/O: {}",

@@ -216,6 +216,7 @@ impl Shared {
         self.pages.publish(page_plan, written.take(Target::Pages));
         self.versions.advance(Head { seqno, root });
         CommitTimers::add(&self.timers.write_ns, started);
+        self.store.maybe_fold();
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
         if prove {
             self.timers

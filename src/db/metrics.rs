@@ -49,6 +49,9 @@ pub struct Metrics {
     pub ram_index_bytes: u64,
     /// Value-store buckets in use.
     pub buckets: u64,
+    /// Whether open indexed the pages and buckets from the catalog's notes
+    /// (false: it read every block, as after a damaged or missing catalog).
+    pub opened_from_catalog: bool,
     /// Whether the data files bypass the OS page cache (O_DIRECT; not on tmpfs).
     pub direct_io: bool,
     /// Whether I/O runs on io_uring.

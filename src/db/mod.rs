@@ -68,6 +68,9 @@ pub(crate) struct Shared {
     versions: Versions,
     /// Held for a whole commit: one writer at a time.
     writer: Mutex<()>,
+    /// Whether open indexed the stores from the catalog, without reading
+    /// every block.
+    opened_from_catalog: bool,
     timers: CommitTimers,
     /// Keys whose pages and bucket to load; `None` once the Db is dropped.
     prefetch: RwLock<Option<Sender<Vec<prefetch::Hint>>>>,
@@ -86,9 +89,9 @@ impl Db {
             faults: options.faults.clone(),
         };
         let store = Store::open(&options.path, config)?;
-        let seed = random_seed();
-        let values = ValueStore::open(&store, seed, options.value_cache_mib << 20)?;
-        let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE, seed)?;
+        let values = ValueStore::open(&store, options.value_cache_mib << 20)?;
+        let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE)?;
+        let opened_from_catalog = store.finish_open();
         let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
         let meta = store.meta();
         let shared = Arc::new(Shared {
@@ -101,6 +104,7 @@ impl Db {
                 root: meta.root,
             }),
             writer: Mutex::new(()),
+            opened_from_catalog,
             timers: CommitTimers::default(),
             prefetch: RwLock::new(Some(keys_tx)),
         });
@@ -182,6 +186,7 @@ impl Db {
             ram_index_bytes: (s.pages.index_bytes() + s.values.ram_bytes()) as u64,
             buckets: s.values.buckets() as u64,
             direct_io: s.store.file(Target::Pages).is_direct(),
+            opened_from_catalog: s.opened_from_catalog,
             io_uring: io.is_uring(),
             io_fallback: io.fallback_reason().map(str::to_owned),
         }
@@ -235,11 +240,4 @@ impl Shared {
             let _ = keys.send(hints);
         }
     }
-}
-
-/// A seed for the stores' RAM fingerprints that an attacker cannot predict:
-/// std's `RandomState` draws its keys from the OS's randomness.
-fn random_seed() -> u64 {
-    use std::hash::BuildHasher;
-    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
 }

@@ -62,6 +62,8 @@ fn power_cycle(
     let path = db.shared.options.path.clone();
     drop(db);
     let db = Db::open(Options::new(path)).unwrap();
+    // The catalog survives the crash: open reads it, not every block.
+    assert!(db.metrics().opened_from_catalog);
     let state = if db.root() == root_of(&models[newer]) {
         newer
     } else {
@@ -154,7 +156,8 @@ fn an_error_from_a_failed_sync_says_whether_the_commit_is_durable() {
         }
         faults.sync_fails_after.store(fail_at, Ordering::SeqCst);
         let Some(durable) = fail_commit_4(&db) else {
-            // The data files', the slot map's and the meta record's syncs.
+            // The data files', the catalog log's, the slot map's and the
+            // meta record's syncs.
             assert!(fail_at >= 3, "only {fail_at} sync points tried");
             // Only the meta record's sync, the last, comes after the commit
             // point.
@@ -167,6 +170,96 @@ fn an_error_from_a_failed_sync_says_whether_the_commit_is_durable() {
         let (db, state) = power_cycle(db, &faults, seed, &models, 4);
         assert_eq!(state == 4, durable, "fail_at {fail_at}: the error misled");
         commit(&db, state as u64 + 1).unwrap();
+    }
+}
+
+#[test]
+fn open_after_a_crash_reads_the_catalog_whatever_write_the_crash_cut() {
+    // Twelve commits: the catalog folds into new snapshots along the way
+    // (tests fold at a few blocks of log), and a crash may cut any write of
+    // the last commit or of the fold after it.
+    let models = models(12);
+    for fail_at in (0..40).step_by(3) {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::none());
+        let mut options = Options::new(dir.path());
+        options.faults = Some(faults.clone());
+        let db = Db::open(options).unwrap();
+        for n in 1..=11 {
+            commit(&db, n).unwrap();
+        }
+        faults.writes_left.store(fail_at, Ordering::SeqCst);
+        let _ = commit(&db, 12);
+        let seed = Some(fail_at * 7 + 1);
+        let (db, state) = power_cycle(db, &faults, seed, &models, 12);
+        // And once more, from the catalog the reopened database keeps.
+        commit(&db, state as u64 + 1).ok();
+        drop(db);
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        assert!(db.metrics().opened_from_catalog);
+    }
+}
+
+#[test]
+fn a_damaged_or_missing_catalog_costs_a_scan_never_the_state() {
+    let models = models(9);
+    for damage in [
+        "snapshot flipped",
+        "snapshot removed",
+        "snapshot cut",
+        "log cut",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        for n in 1..=8 {
+            commit(&db, n).unwrap();
+        }
+        drop(db);
+        let snapshot = dir.path().join("catalog");
+        let log = dir.path().join("catalog.log");
+        let expect_scan = match damage {
+            "snapshot flipped" => {
+                let mut bytes = std::fs::read(&snapshot).unwrap();
+                let at = bytes.len() - 1;
+                bytes[at] ^= 0x10;
+                std::fs::write(&snapshot, bytes).unwrap();
+                true
+            }
+            "snapshot removed" => {
+                std::fs::remove_file(&snapshot).unwrap();
+                true
+            }
+            "snapshot cut" => {
+                let len = std::fs::metadata(&snapshot).unwrap().len();
+                std::fs::File::options()
+                    .write(true)
+                    .open(&snapshot)
+                    .unwrap()
+                    .set_len(len - 1)
+                    .unwrap();
+                true
+            }
+            _ => {
+                // The newest record lost: unless a fold just emptied the log.
+                let len = std::fs::metadata(&log).unwrap().len();
+                std::fs::File::options()
+                    .write(true)
+                    .open(&log)
+                    .unwrap()
+                    .set_len(len.saturating_sub(4096))
+                    .unwrap();
+                len > 0
+            }
+        };
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        assert_eq!(db.metrics().opened_from_catalog, !expect_scan, "{damage}");
+        assert_state(&db, &models[8]);
+        commit(&db, 9).unwrap();
+        drop(db);
+        // The scan wrote a fresh catalog.
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        assert!(db.metrics().opened_from_catalog, "{damage}");
+        assert_state(&db, &models[9]);
     }
 }
 

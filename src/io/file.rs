@@ -140,10 +140,9 @@ impl DataFile {
         }
     }
 
-    /// Cuts the file to nothing and makes that durable: a slot map erased this
-    /// way never names a commit.
-    fn erase_io(&self) -> io::Result<()> {
-        self.file.set_len(0)?;
+    /// Cuts the file to its first `blocks` blocks and makes that durable.
+    fn truncate_io(&self, blocks: u64) -> io::Result<()> {
+        self.file.set_len(blocks * BLOCK_SIZE as u64)?;
         // The length is metadata: sync_all, not sync_data.
         self.synced_by(File::sync_all)
     }
@@ -168,7 +167,12 @@ impl DataFile {
     /// Cuts the file to nothing and makes that durable: a slot map erased this
     /// way never names a commit.
     pub(crate) fn erase(&self) -> Result<(), Error> {
-        self.erase_io().map_err(self.failed("erasing"))
+        self.truncate(0)
+    }
+
+    /// Cuts the file to its first `blocks` blocks and makes that durable.
+    pub(crate) fn truncate(&self, blocks: u64) -> Result<(), Error> {
+        self.truncate_io(blocks).map_err(self.failed("truncating"))
     }
 
     /// Turns an I/O error on this file into an [`Error`] that names it.

@@ -26,7 +26,9 @@ use cache::PageCache;
 use index::SlotIndex;
 
 use crate::block::BlockBuf;
-use crate::store::{stored_slot, Batch, BlockWrite, Published, SlotSpace, Store, Target};
+use crate::store::{
+    stored_slot, Batch, BlockWrite, Catalog, Notes, Published, SlotSpace, Store, Target,
+};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
@@ -47,6 +49,8 @@ pub(crate) struct PagePlan {
     freed: Vec<(PageId, u32)>,
     /// The pages file's slots after the plan's allocations (before its frees).
     space: SlotSpace,
+    /// Each written page's catalog note: its id.
+    notes: Notes,
 }
 
 impl PagePlan {
@@ -57,6 +61,7 @@ impl PagePlan {
             .freed
             .extend(self.freed.iter().map(|&(_, slot)| (Target::Pages, slot)));
         batch.lengths[Target::Pages as usize] = self.space.length();
+        batch.notes.append(&mut self.notes);
     }
 }
 
@@ -89,27 +94,47 @@ pub(crate) struct PageStore {
 }
 
 impl PageStore {
-    /// Reads every used slot of the pages file of `store` and indexes the page
-    /// in it. Each must hold a valid page; anything else is corruption.
-    pub(crate) fn open(store: &Store, cache_pages: usize, seed: u64) -> Result<PageStore, Error> {
+    /// Indexes the used slots of the pages file of `store` from its catalog
+    /// and reads the pinned levels' pages; without a catalog, reads every used
+    /// slot (each must hold a valid page; anything else is corruption) and
+    /// hands the store the notes for a new one.
+    pub(crate) fn open(store: &Store, cache_pages: usize) -> Result<PageStore, Error> {
         let length = store.meta().lengths[Target::Pages as usize];
         let mut slots = Slots {
-            index: SlotIndex::new(seed),
+            index: SlotIndex::new(store.seed()),
             space: SlotSpace::new(length, store.free_slots(Target::Pages)?),
             published: Published::default(),
         };
         let cache = PageCache::new(cache_pages);
         let mut seen = std::collections::HashSet::new();
-        for chunk in store.used_slots(Target::Pages).chunks(SCAN_BATCH) {
-            let blocks = store.read_blocks(Target::Pages, chunk.iter().copied())?;
-            for (&slot, block) in chunk.iter().zip(blocks) {
-                let page = Page::from_block(block);
-                let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
-                if !seen.insert(id) {
-                    return Err(Error::corrupt("page stored twice").at("pages", slot));
+        let mut index = |id: PageId, slot: u64| -> Result<(), Error> {
+            if !seen.insert(id) {
+                return Err(Error::corrupt("page stored twice").at("pages", slot));
+            }
+            slots.index.insert(&id, stored_slot(slot)?);
+            Ok(())
+        };
+        match store.catalog() {
+            Some(catalog) => {
+                let pinned = index_from(&catalog, &mut index)?;
+                for (id, page) in read_pages(store, &pinned)? {
+                    cache.insert(id, page);
                 }
-                slots.index.insert(&id, stored_slot(slot)?);
-                cache.insert(id, Arc::new(page));
+            }
+            None => {
+                let mut notes = Notes::default();
+                let used = store.used_slots(Target::Pages);
+                for chunk in used.chunks(SCAN_BATCH) {
+                    let blocks = store.read_blocks(Target::Pages, chunk.iter().copied())?;
+                    for (&slot, block) in chunk.iter().zip(blocks) {
+                        let page = Page::from_block(block);
+                        let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
+                        index(id, slot)?;
+                        notes.add(Target::Pages, slot as u32, |b| note(&id, b));
+                        cache.insert(id, Arc::new(page));
+                    }
+                }
+                store.add_scanned(notes);
             }
         }
         Ok(PageStore {
@@ -233,6 +258,7 @@ impl PageStore {
             stored: Vec::new(),
             freed: Vec::new(),
             space: slots.space.clone(),
+            notes: Notes::default(),
         };
         for (i, (id, change)) in changes.into_iter().enumerate() {
             if last[&id] != i {
@@ -249,6 +275,7 @@ impl PageStore {
                     index: slot as u64,
                     block: page.into_block(),
                 });
+                plan.notes.add(Target::Pages, slot, |b| note(&id, b));
                 plan.stored.push((id, slot));
             }
         }
@@ -296,6 +323,50 @@ impl PageStore {
         Ok(found.map(|(slot, _)| slot))
     }
 }
+/// A page's catalog note: its id.
+fn note(id: &PageId, out: &mut Vec<u8>) {
+    out.extend_from_slice(&id.encode());
+}
+
+/// Indexes every page the catalog notes; returns the pinned levels' pages,
+/// to be read.
+fn index_from(
+    catalog: &Catalog,
+    index: &mut impl FnMut(PageId, u64) -> Result<(), Error>,
+) -> Result<Vec<(PageId, u32)>, Error> {
+    let mut pinned = Vec::new();
+    for (slot, note) in catalog.notes(Target::Pages) {
+        let id = note
+            .try_into()
+            .map_err(|_| Error::corrupt("catalog note of a page"))
+            .and_then(PageId::decode)
+            .map_err(|e| e.at("catalog", slot as u64))?;
+        index(id, slot as u64)?;
+        if id.level() < cache::PINNED_LEVELS {
+            pinned.push((id, slot));
+        }
+    }
+    Ok(pinned)
+}
+
+/// Reads the pages `wanted` (id and slot), checking each is the page named.
+fn read_pages(store: &Store, wanted: &[(PageId, u32)]) -> Result<Vec<(PageId, Arc<Page>)>, Error> {
+    let mut out = Vec::with_capacity(wanted.len());
+    for chunk in wanted.chunks(SCAN_BATCH) {
+        let blocks = store.read_blocks(Target::Pages, chunk.iter().map(|&(_, s)| s as u64))?;
+        for (&(id, slot), block) in chunk.iter().zip(blocks) {
+            let page = Page::from_block(block);
+            if page.verified_id().map_err(|e| e.at("pages", slot as u64))? != id {
+                return Err(
+                    Error::corrupt("page not the one the catalog names").at("pages", slot as u64)
+                );
+            }
+            out.push((id, Arc::new(page)));
+        }
+    }
+    Ok(out)
+}
+
 /// The candidate slot holding page `id`, ruling out fingerprint collisions. Every
 /// slot looked at must hold an intact page: a damaged one is an error, never
 /// "absent".

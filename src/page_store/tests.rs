@@ -39,7 +39,7 @@ fn commit(
 
 fn open(dir: &Path, cache_pages: usize) -> (Store, PageStore) {
     let store = Store::open(dir, StoreConfig::default()).unwrap();
-    let pages = PageStore::open(&store, cache_pages, 99).unwrap();
+    let pages = PageStore::open(&store, cache_pages).unwrap();
     (store, pages)
 }
 
@@ -153,7 +153,7 @@ fn a_damaged_page_is_an_error_at_open() {
     bytes[4096 * 2 + 100] ^= 4;
     std::fs::write(&path, bytes).unwrap();
     let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
-    assert!(PageStore::open(&store, 10, 1).is_err());
+    assert!(PageStore::open(&store, 10).is_err());
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
         },
     )
     .unwrap();
-    let pages = PageStore::open(&store, 10, 1).unwrap();
+    let pages = PageStore::open(&store, 10).unwrap();
     let root = PageId::ROOT;
     commit(&store, &pages, vec![(root, Some(page(&root, 1)))]).unwrap();
     assert!(pages.get(&store, &root).unwrap().is_some()); // pinned: from RAM

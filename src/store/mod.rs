@@ -12,18 +12,20 @@
 //! protocol. Knows nothing of what pages and buckets mean: the page store and
 //! value store build on it.
 
+mod catalog;
 mod meta;
 mod published;
 mod slot_map;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use meta::Meta;
 pub(crate) use published::{Published, SlotSpace};
 
@@ -101,6 +103,9 @@ pub(crate) struct Batch {
     pub(crate) lengths: [u64; TARGETS],
     /// Writes started before the batch was complete ([`Store::prewrite`]).
     pub(crate) early: Option<Prewritten>,
+    /// The catalog note of each page and bucket written, so open can index
+    /// them without reading them.
+    pub(crate) notes: Notes,
 }
 
 /// Block writes started ahead of their commit, so the disk works while the
@@ -154,6 +159,7 @@ impl Batch {
             freed: Vec::new(),
             lengths,
             early: None,
+            notes: Notes::default(),
         }
     }
 }
@@ -214,10 +220,41 @@ pub(crate) struct Store {
     /// Prewrites not yet committed or dropped.
     prewrites: Arc<AtomicUsize>,
     poisoned: AtomicBool,
+    dir: PathBuf,
+    /// Where commits append their catalog records.
+    log: Arc<DataFile>,
+    catalog: Mutex<CatalogState>,
+    #[cfg(any(test, feature = "fault-injection"))]
+    faults: Option<Arc<crate::io::faults::Faults>>,
     _lock: DirLock,
 }
 
 const MAP_FILES: [&str; 2] = ["slots0", "slots1"];
+
+/// Log blocks past which the catalog is folded into a new snapshot, if the
+/// log is also longer than the snapshot: open reads at most about twice the
+/// snapshot. Small in tests, so that they fold often.
+#[cfg(not(any(test, feature = "fault-injection")))]
+const MIN_FOLD_BLOCKS: u64 = 4096;
+#[cfg(any(test, feature = "fault-injection"))]
+const MIN_FOLD_BLOCKS: u64 = 2;
+
+struct CatalogState {
+    /// The seed the stores' fingerprints in the notes are made with.
+    seed: u64,
+    /// What open found; taken by [`Store::finish_open`].
+    found: Option<Arc<Catalog>>,
+    /// Whether open found a usable catalog.
+    usable: bool,
+    /// Notes the stores made by reading every block, when the catalog was
+    /// unusable: the next snapshot.
+    scanned: Notes,
+    snapshot_blocks: u64,
+    /// Where the next record goes, in blocks.
+    log_end: u64,
+    /// The log length from which to fold (raised after a failed fold).
+    fold_at: u64,
+}
 
 impl Store {
     /// Opens (creating if absent) the database in `dir`, recovering the last durable
@@ -253,6 +290,9 @@ impl Store {
         let backend = config.backend;
         let io = Io::start(backend, Some(lock.fd()))?;
         let durable = recover(&io, &meta_file, &maps, &targets)?;
+        let log = open(catalog::LOG)?;
+        let found = catalog::load(dir, &log, &durable.meta, &durable.map, random_seed())?;
+        let usable = found.catalog.is_some();
         Ok(Store {
             io,
             targets,
@@ -262,8 +302,128 @@ impl Store {
             commit_lock: Mutex::new(()),
             prewrites: Arc::new(AtomicUsize::new(0)),
             poisoned: AtomicBool::new(false),
+            dir: dir.to_path_buf(),
+            log,
+            catalog: Mutex::new(CatalogState {
+                seed: found.seed,
+                found: found.catalog.map(Arc::new),
+                usable,
+                scanned: Notes::default(),
+                snapshot_blocks: found.snapshot_blocks,
+                log_end: found.log_end,
+                fold_at: MIN_FOLD_BLOCKS.max(found.snapshot_blocks),
+            }),
+            #[cfg(any(test, feature = "fault-injection"))]
+            faults: config.faults.clone(),
             _lock: lock,
         })
+    }
+
+    /// The seed of the fingerprints the stores keep in their catalog notes:
+    /// drawn when the catalog is made, so nobody can aim keys at one
+    /// fingerprint, and kept with it.
+    pub(crate) fn seed(&self) -> u64 {
+        self.catalog.lock().seed
+    }
+
+    /// The notes of every used slot, if open found them all: the stores index
+    /// their blocks from these instead of reading them. `None` after
+    /// [`Store::finish_open`], or if the stores must read every block (and
+    /// hand their notes to [`Store::add_scanned`]).
+    pub(crate) fn catalog(&self) -> Option<Arc<Catalog>> {
+        self.catalog.lock().found.clone()
+    }
+
+    /// Notes a store made by reading its blocks, because there was no catalog.
+    pub(crate) fn add_scanned(&self, mut notes: Notes) {
+        self.catalog.lock().scanned.append(&mut notes);
+    }
+
+    /// Ends the opening of the stores: drops the catalog they read, or, if
+    /// they read every block instead, writes their notes as a new snapshot.
+    /// Returns whether open used the catalog. A snapshot that cannot be
+    /// written only leaves the next open to read every block again.
+    pub(crate) fn finish_open(&self) -> bool {
+        let _one_at_a_time = self.commit_lock.lock();
+        let mut state = self.catalog.lock();
+        state.found = None;
+        if state.usable {
+            return true;
+        }
+        let scanned = std::mem::take(&mut state.scanned);
+        let seqno = self.meta().seqno;
+        if self
+            .replace_snapshot(&mut state, seqno, catalog::Source::Notes(&scanned))
+            .is_ok()
+        {
+            state.usable = true;
+        }
+        false
+    }
+
+    /// Folds the catalog log into a new snapshot once it has grown past the
+    /// snapshot; called between commits. A fold that fails is tried again
+    /// once the log has doubled: the log stays valid meanwhile.
+    pub(crate) fn maybe_fold(&self) {
+        let _one_at_a_time = self.commit_lock.lock();
+        let mut state = self.catalog.lock();
+        if state.log_end <= state.fold_at || !state.usable || self.check_usable().is_err() {
+            return;
+        }
+        let durable = self.durable.read().clone();
+        let folded = catalog::load(
+            &self.dir,
+            &self.log,
+            &durable.meta,
+            &durable.map,
+            state.seed,
+        )
+        .ok()
+        .and_then(|found| found.catalog.map(|c| (found.seed, c)));
+        let result = match folded {
+            Some((seed, c)) if seed == state.seed => {
+                self.replace_snapshot(&mut state, durable.meta.seqno, catalog::Source::Catalog(&c))
+            }
+            // Reading it back discarded it: the next open reads every block.
+            _ => {
+                state.usable = false;
+                state.log_end = 0;
+                return;
+            }
+        };
+        if result.is_err() {
+            state.fold_at = state.log_end * 2;
+        }
+    }
+
+    /// Writes the snapshot of commit `seqno` from `source` and empties the log.
+    fn replace_snapshot(
+        &self,
+        state: &mut CatalogState,
+        seqno: u64,
+        source: catalog::Source<'_>,
+    ) -> Result<(), Error> {
+        #[allow(unused_mut)]
+        let mut file = DataFile::open(&catalog::snapshot_path(&self.dir))?;
+        #[cfg(any(test, feature = "fault-injection"))]
+        {
+            file.faults = self.faults.clone();
+        }
+        let blocks = catalog::write_snapshot(
+            &self.dir,
+            &self.io,
+            Arc::new(file),
+            seqno,
+            state.seed,
+            source,
+        )?;
+        state.snapshot_blocks = blocks;
+        state.fold_at = MIN_FOLD_BLOCKS.max(blocks);
+        // A crash before this leaves records the snapshot already holds: open
+        // skips them.
+        self.log.erase()?;
+        state.log_end = 0;
+        Ok(())
     }
 
     /// The durable state.
@@ -394,13 +554,19 @@ impl Store {
             ));
         }
         let early_places = early.as_ref().map_or(&[][..], |e| &e.places);
-        let places = early_places
+        let places: Vec<(Target, u64)> = early_places
             .iter()
             .copied()
-            .chain(batch.writes.iter().map(|w| (w.target, w.index)));
+            .chain(batch.writes.iter().map(|w| (w.target, w.index)))
+            .collect();
         let (prev, map) = {
             let durable = self.durable.read();
-            let map = validate(places, &batch.freed, &batch.lengths, &durable.map)?;
+            let map = validate(
+                places.iter().copied(),
+                &batch.freed,
+                &batch.lengths,
+                &durable.map,
+            )?;
             (durable.meta, map)
         };
         let commit = Meta {
@@ -410,6 +576,7 @@ impl Store {
             prev_lengths: prev.lengths,
             ..Meta::default()
         };
+        let record = catalog::record(commit.seqno, &batch.notes, places.into_iter())?;
         let (meta, map_blocks) = slot_map::encode(commit, &map);
         let map_file = &self.maps[meta.slot() as usize];
         // Room for every write first: a full disk refuses the commit here,
@@ -418,9 +585,16 @@ impl Store {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
         map_file.reserve(meta.map_blocks)?;
-        let result = self.commit_locked(batch.writes, early, &meta, map_file, map_blocks);
+        let log_end = self.catalog.lock().log_end;
+        let record_blocks = record.len() as u64;
+        self.log.reserve(log_end + record_blocks)?;
+        let record = (log_end, record);
+        let result = self.commit_locked(batch.writes, early, record, &meta, map_file, map_blocks);
         match result {
-            Ok(_) => *self.durable.write() = Durable { meta, map },
+            Ok(_) => {
+                *self.durable.write() = Durable { meta, map };
+                self.catalog.lock().log_end = log_end + record_blocks;
+            }
             Err(_) => self.poisoned.store(true, Ordering::SeqCst),
         }
         result
@@ -430,13 +604,25 @@ impl Store {
         &self,
         writes: Vec<BlockWrite>,
         early: Option<Prewritten>,
+        (log_end, record): (u64, Vec<BlockBuf>),
         meta: &Meta,
         map_file: &Arc<DataFile>,
         map_blocks: Vec<BlockBuf>,
     ) -> Result<Written, Error> {
         // 1. The blocks, to slots the durable state does not use (some
-        // started early); synced before the map names them. A failure here
-        // leaves the durable state as it was.
+        // started early), and the catalog record, past the log's end; synced
+        // before the map names them. A failure here leaves the durable state
+        // as it was.
+        let logged = self
+            .io
+            .start_all(record.into_iter().enumerate().map(|(i, b)| {
+                (
+                    self.log.clone(),
+                    Op::Write,
+                    (log_end + i as u64) * BLOCK_SIZE as u64,
+                    b,
+                )
+            }));
         let (mut places, late) = self.start_writes(writes)?;
         let mut blocks = Vec::new();
         if let Some(mut early) = early {
@@ -444,6 +630,7 @@ impl Store {
             blocks = early.wait()?;
         }
         blocks.extend(late.wait()?);
+        logged.wait()?;
         let files_written: Vec<Target> = Target::ALL
             .into_iter()
             .filter(|t| places.iter().any(|p| p.0 == *t))
@@ -462,6 +649,7 @@ impl Store {
         for t in files_written {
             self.targets[t as usize].sync()?;
         }
+        self.log.sync()?;
 
         // 2. The slot map, synced: the commit point, since recovery rolls
         // forward to any whole map. If it fails, the map is erased so that the
@@ -489,7 +677,7 @@ impl Store {
         self.targets
             .iter()
             .chain(&self.maps)
-            .chain([&self.meta_file])
+            .chain([&self.meta_file, &self.log])
             .map(|f| &**f)
             .collect()
     }
@@ -671,6 +859,12 @@ fn recover(
     }
     write_meta(io, meta_file, &meta)?;
     Ok(Durable { meta, map })
+}
+
+/// A seed nobody outside the process can predict.
+fn random_seed() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
 }
 
 fn check_lengths(

@@ -148,14 +148,16 @@ fn batch(k: u64) -> Batch {
     batch
 }
 
-/// Data blocks commit `k` writes, and the files it writes them to.
+/// Blocks commit `k` writes before its slot map (its data and its catalog
+/// record), and the files it syncs then.
 fn data_writes(k: u64) -> (u64, u64) {
     let b = batch(k);
     let files = Target::ALL
         .iter()
         .filter(|t| b.writes.iter().any(|w| w.target == **t))
         .count();
-    (b.writes.len() as u64, files as u64)
+    // And the commit's catalog record: one block of the log, here.
+    (b.writes.len() as u64 + 1, files as u64 + 1)
 }
 
 /// Writes of commit `k` before its commit point (the data, the map's header
@@ -457,7 +459,8 @@ fn a_failed_map_sync_and_a_failed_erasure_leave_the_commit_in_doubt() {
 
 #[test]
 fn an_error_from_a_commit_says_whether_reopening_finds_it() {
-    // Syncs of commit 4: each data file written, the map, the meta record.
+    // Syncs of commit 4: each data file written, the catalog log, the map,
+    // the meta record.
     let syncs = data_writes(4).1 + 2;
     for fail_at in 0..=syncs {
         for power_loss_seed in [None, Some(fail_at * 17 + 3)] {

@@ -61,7 +61,7 @@ fn random_reads() {
     let dir = dir.unwrap_or_else(|| tmp.path().to_path_buf());
     {
         let store = Store::open(&dir, StoreConfig::default()).unwrap();
-        let values = ValueStore::open(&store, 1, 0).unwrap();
+        let values = ValueStore::open(&store, 0).unwrap();
         if values.len() as u64 != n {
             assert_eq!(values.len(), 0, "{} holds another database", dir.display());
             build(&store, &values, n);
@@ -70,7 +70,7 @@ fn random_reads() {
     drop_caches();
     let opened = Instant::now();
     let store = Store::open(&dir, StoreConfig::default()).unwrap();
-    let values = ValueStore::open(&store, 1, 0).unwrap();
+    let values = ValueStore::open(&store, 0).unwrap();
     let open_s = opened.elapsed().as_secs_f64();
     let bytes = store.meta().lengths[Target::Buckets as usize] * BLOCK_SIZE as u64;
     eprintln!(

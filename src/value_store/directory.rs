@@ -16,6 +16,25 @@ pub(super) struct BucketMeta {
     fingerprints: Box<[u16]>,
 }
 
+/// A bucket as its catalog note describes it.
+pub(super) struct Noted {
+    pub(super) min: KeyPath,
+    pub(super) meta: BucketMeta,
+    /// The overflow extents (start, blocks) its values use.
+    pub(super) extents: Vec<(u64, u64)>,
+}
+
+/// Bytes read from the front of a note.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+}
+
 pub(super) struct Directory {
     map: BTreeMap<KeyPath, BucketMeta>,
     seed: u64,
@@ -86,12 +105,6 @@ impl Directory {
         slots.into_iter().map(|(_, slot)| slot).collect()
     }
 
-    /// Adds the bucket in `slot` holding `keys` (non-empty, sorted).
-    pub(super) fn insert(&mut self, slot: u32, keys: &[KeyPath]) {
-        let (min, meta) = self.summarize(slot, keys.iter());
-        self.insert_summary(min, meta);
-    }
-
     /// The summary of the bucket in `slot` holding `keys` (non-empty, sorted):
     /// its smallest key and what [`Directory::insert_summary`] adds. Computed
     /// while a commit plans, so that publishing (which readers wait for) only
@@ -115,6 +128,59 @@ impl Directory {
     pub(super) fn insert_summary(&mut self, min: KeyPath, meta: BucketMeta) {
         self.entries += meta.fingerprints.len();
         self.map.insert(min, meta);
+    }
+
+    /// Appends to `out` the catalog note of a bucket: its smallest key, its
+    /// summary and the overflow `extents` (start, blocks) its values use.
+    pub(super) fn note(
+        min: &KeyPath,
+        meta: &BucketMeta,
+        extents: impl Iterator<Item = (u64, u64)>,
+        out: &mut Vec<u8>,
+    ) {
+        out.extend_from_slice(min);
+        out.extend_from_slice(&(meta.fingerprints.len() as u32).to_le_bytes());
+        for fp in meta.fingerprints.iter() {
+            out.extend_from_slice(&fp.to_le_bytes());
+        }
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        let mut count = 0u32;
+        for (start, blocks) in extents {
+            out.extend_from_slice(&start.to_le_bytes());
+            out.extend_from_slice(&blocks.to_le_bytes());
+            count += 1;
+        }
+        out[at..at + 4].copy_from_slice(&count.to_le_bytes());
+    }
+
+    /// The bucket in `slot` from its catalog note ([`Directory::note`]).
+    pub(super) fn from_note(slot: u32, note: &[u8]) -> Option<Noted> {
+        let mut r = Reader(note);
+        let min: KeyPath = r.take(32)?.try_into().ok()?;
+        let n = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+        let fingerprints = r
+            .take(n.checked_mul(2)?)?
+            .chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let e = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+        let extents = r
+            .take(e.checked_mul(16)?)?
+            .chunks(16)
+            .map(|c| {
+                let (start, blocks) = c.split_at(8);
+                (
+                    u64::from_le_bytes(start.try_into().unwrap_or_default()),
+                    u64::from_le_bytes(blocks.try_into().unwrap_or_default()),
+                )
+            })
+            .collect();
+        (n > 0 && r.0.is_empty()).then_some(Noted {
+            min,
+            meta: BucketMeta { slot, fingerprints },
+            extents,
+        })
     }
 
     /// Drops the bucket whose smallest key is `min`.

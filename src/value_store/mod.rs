@@ -35,7 +35,7 @@ use overflow::Extents;
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
 use crate::store::{
-    stored_slot, Batch, BlockWrite, Prewritten, Published, SlotSpace, Store, Target,
+    stored_slot, Batch, BlockWrite, Notes, Prewritten, Published, SlotSpace, Store, Target,
 };
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
@@ -73,6 +73,8 @@ pub(crate) struct ValuePlan {
     space: SlotSpace,
     /// Slots of the buckets this plan replaces: reusable only by later commits.
     freed_slots: Vec<u32>,
+    /// Each new bucket's catalog note.
+    notes: Notes,
     extents: Extents,
     released: Vec<(u64, u64)>,
 
@@ -97,39 +99,30 @@ pub(crate) struct ValueStore {
 }
 
 impl ValueStore {
-    /// Reads every used bucket of `store` and builds the directory and free
-    /// space; caches up to `cache_bytes` of buckets.
-    pub(crate) fn open(store: &Store, seed: u64, cache_bytes: usize) -> Result<ValueStore, Error> {
+    /// Builds the directory and free space from the catalog of `store`, or
+    /// without one, by reading every used bucket (and hands the store the
+    /// notes for a new one); caches up to `cache_bytes` of buckets.
+    pub(crate) fn open(store: &Store, cache_bytes: usize) -> Result<ValueStore, Error> {
         let meta = store.meta();
         let buckets_len = meta.lengths[Target::Buckets as usize];
         let mut state = State {
-            dir: Directory::new(seed),
+            dir: Directory::new(store.seed()),
             space: SlotSpace::new(buckets_len, store.free_slots(Target::Buckets)?),
             extents: Extents::default(),
             published: Published::default(),
         };
         let mut used_extents = Vec::new();
-        let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
-        for chunk in store.used_slots(Target::Buckets).chunks(SCAN_BATCH) {
-            let blocks = store.read_blocks(Target::Buckets, chunk.iter().copied())?;
-            for (&slot, block) in chunk.iter().zip(&blocks) {
-                let at = |e: Error| e.at("buckets", slot);
-                let mut keys = Vec::with_capacity(128);
-                for e in bucket::entries(block).map_err(at)? {
-                    let e = e.map_err(at)?;
-                    keys.push(e.key);
-                    used_extents.extend(e.extent());
+        match store.catalog() {
+            Some(catalog) => {
+                for (slot, note) in catalog.notes(Target::Buckets) {
+                    let noted = Directory::from_note(slot, note).ok_or_else(|| {
+                        Error::corrupt("catalog note of a bucket").at("catalog", slot as u64)
+                    })?;
+                    state.dir.insert_summary(noted.min, noted.meta);
+                    used_extents.extend(noted.extents);
                 }
-                let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
-                    return Err(at(Error::corrupt("empty bucket")));
-                };
-                ranges.push((*first, *last));
-                state.dir.insert(stored_slot(slot)?, &keys);
             }
-        }
-        ranges.sort_unstable();
-        if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != state.dir.buckets() {
-            return Err(Error::corrupt("buckets overlap"));
+            None => store.add_scanned(scan(store, &mut state.dir, &mut used_extents)?),
         }
         state.extents = Extents::from_used(used_extents, meta.lengths[Target::Overflow as usize])?;
         Ok(ValueStore {
@@ -341,6 +334,7 @@ impl ValueStore {
             added: Vec::new(),
             space: state.space.clone(),
             freed_slots: Vec::new(),
+            notes: Notes::default(),
             extents: state.extents.clone(),
             released: Vec::new(),
             previous: Vec::with_capacity(changes.len()),
@@ -440,6 +434,48 @@ impl ValueStore {
     }
 }
 
+/// Reads every used bucket of `store` into `dir` and `used_extents`; returns
+/// their catalog notes.
+fn scan(
+    store: &Store,
+    dir: &mut Directory,
+    used_extents: &mut Vec<(u64, u64)>,
+) -> Result<Notes, Error> {
+    let mut notes = Notes::default();
+    let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
+    let mut keys = Vec::with_capacity(128);
+    let mut extents = Vec::new();
+    for chunk in store.used_slots(Target::Buckets).chunks(SCAN_BATCH) {
+        let blocks = store.read_blocks(Target::Buckets, chunk.iter().copied())?;
+        for (&slot, block) in chunk.iter().zip(&blocks) {
+            let at = |e: Error| e.at("buckets", slot);
+            keys.clear();
+            extents.clear();
+            for e in bucket::entries(block).map_err(at)? {
+                let e = e.map_err(at)?;
+                keys.push(e.key);
+                extents.extend(e.extent());
+            }
+            let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+                return Err(at(Error::corrupt("empty bucket")));
+            };
+            ranges.push((*first, *last));
+            let slot = stored_slot(slot)?;
+            let (min, meta) = dir.summarize(slot, keys.iter());
+            notes.add(Target::Buckets, slot, |b| {
+                Directory::note(&min, &meta, extents.iter().copied(), b)
+            });
+            used_extents.extend_from_slice(&extents);
+            dir.insert_summary(min, meta);
+        }
+    }
+    ranges.sort_unstable();
+    if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != dir.buckets() {
+        return Err(Error::corrupt("buckets overlap"));
+    }
+    Ok(notes)
+}
+
 impl ValuePlan {
     /// Starts the plan's writes now, ahead of its commit, so the disk works
     /// while the rest of the commit is computed.
@@ -466,6 +502,7 @@ impl ValuePlan {
             .freed
             .extend(self.freed_slots.iter().map(|&slot| (Target::Buckets, slot)));
         self.set_lengths(&mut batch.lengths);
+        batch.notes.append(&mut self.notes);
     }
 
     /// Appends to `out` `old` (a bucket's entries, taken) with `changes`
@@ -553,8 +590,17 @@ impl ValuePlan {
                 index: slot as u64,
                 block,
             });
-            self.added
-                .push(dir.summarize(slot, part.iter().map(|e| &e.key)));
+            let (min, meta) = dir.summarize(slot, part.iter().map(|e| &e.key));
+            let extents = part.iter().filter_map(|e| match e.stored {
+                Stored::Overflow { len, start, .. } => {
+                    Some((start, overflow::blocks_for(len as usize)))
+                }
+                Stored::Inline(_) => None,
+            });
+            self.notes.add(Target::Buckets, slot, |b| {
+                Directory::note(&min, &meta, extents, b)
+            });
+            self.added.push((min, meta));
         }
         Ok(())
     }

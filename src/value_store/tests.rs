@@ -18,7 +18,7 @@ fn commit(store: &Store, values: &ValueStore, changes: Changes) {
 
 fn open(dir: &Path) -> (Store, ValueStore) {
     let store = Store::open(dir, StoreConfig::default()).unwrap();
-    let values = ValueStore::open(&store, 5, 16 * 4096).unwrap();
+    let values = ValueStore::open(&store, 16 * 4096).unwrap();
     (store, values)
 }
 
@@ -222,7 +222,7 @@ fn clustered_keys_keep_reads_at_one() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
     // No bucket cache: the test counts what a lookup costs on disk.
-    let values = ValueStore::open(&store, 5, 0).unwrap();
+    let values = ValueStore::open(&store, 0).unwrap();
     let mut rng = Rng(77);
     let mut keys = Vec::new();
     for shared_bits in [32usize, 200] {
@@ -440,7 +440,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
         },
     )
     .unwrap();
-    let values = ValueStore::open(&store, 5, 16 * 4096).unwrap();
+    let values = ValueStore::open(&store, 16 * 4096).unwrap();
     commit(&store, &values, Changes::from([(key(1), Some(vec![1]))]));
     // An absent key is answered from the RAM summaries alone.
     let before = reads(&store);

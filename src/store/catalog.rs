@@ -1,0 +1,541 @@
+//! The catalog: a short note per used slot of `pages` and `buckets`, saying
+//! what the stores above need to index that block without reading it (layout
+//! in docs/format.md, "Catalog"). Open reads the notes, not every block.
+//!
+//! A commit appends one record to `catalog.log` with the notes of the slots
+//! it writes, synced with its blocks before the commit point, so every
+//! durable commit's record is on disk. Once the log outgrows the snapshot,
+//! the newest note of every used slot is folded into a new snapshot,
+//! `catalog`, which replaces the old one whole (written beside it, synced,
+//! renamed), and the log starts again.
+//!
+//! The catalog only makes open fast. If any part of it is missing or damaged,
+//! or it lacks a note for a used slot, open ignores it: the stores read every
+//! block as before, and a fresh snapshot replaces it. The notes' contents are
+//! the stores'; here they are bytes.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::slot_map::{SlotMap, SLOTTED};
+use super::{Meta, Target};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
+use crate::io::{sync_dir, DataFile, Io, Op};
+use crate::Error;
+
+pub(super) const LOG: &str = "catalog.log";
+const SNAPSHOT: &str = "catalog";
+const SNAPSHOT_NEW: &str = "catalog.new";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"ptcatsnp";
+const RECORD_MAGIC: &[u8; 8] = b"ptcatrec";
+const VERSION: u64 = 1;
+const CHECKSUM: usize = 4088;
+/// A record's header: magic, checksum, seqno, payload length.
+const RECORD_HEADER: usize = 32;
+/// A note entry's header: target, slot, length.
+const ENTRY_HEADER: usize = 9;
+/// Blocks of snapshot written per batch: bounds the RAM a snapshot write takes.
+const WRITE_BATCH: usize = 256;
+
+/// Notes for slots, in the order added. An empty note says the slot's block
+/// has none: open cannot use the catalog while that slot is used.
+#[derive(Default)]
+pub(crate) struct Notes {
+    buf: Vec<u8>,
+}
+
+impl Notes {
+    /// Adds the note `write` appends to the buffer it is given, for `slot`
+    /// of `target`.
+    pub(crate) fn add(&mut self, target: Target, slot: u32, write: impl FnOnce(&mut Vec<u8>)) {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&entry_header(target, slot, 0));
+        write(&mut self.buf);
+        let len = (self.buf.len() - at - ENTRY_HEADER) as u32;
+        self.buf[at + 5..at + 9].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// Moves `other`'s notes to the end of these.
+    pub(crate) fn append(&mut self, other: &mut Notes) {
+        self.buf.append(&mut other.buf);
+    }
+
+    fn entries(&self) -> Entries<'_> {
+        Entries {
+            buf: &self.buf,
+            at: 0,
+        }
+    }
+}
+
+/// Note entries of a buffer: (offset of the note, target, slot, note); `Err`
+/// at the first that does not parse.
+struct Entries<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Result<(usize, Target, u32, &'a [u8]), ()>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at == self.buf.len() {
+            return None;
+        }
+        let parsed = parse_entry(self.buf, self.at);
+        match parsed {
+            Some((target, slot, start, end)) => {
+                self.at = end;
+                Some(Ok((start, target, slot, &self.buf[start..end])))
+            }
+            None => {
+                self.at = self.buf.len();
+                Some(Err(()))
+            }
+        }
+    }
+}
+
+/// The entry at `at`: target, slot and the note's byte range.
+fn parse_entry(buf: &[u8], at: usize) -> Option<(Target, u32, usize, usize)> {
+    let header = buf.get(at..at.checked_add(ENTRY_HEADER)?)?;
+    let target = *Target::ALL.get(header[0] as usize)?;
+    let slot = u32::from_le_bytes(header[1..5].try_into().ok()?);
+    let len = u32::from_le_bytes(header[5..9].try_into().ok()?) as usize;
+    let start = at + ENTRY_HEADER;
+    let end = start.checked_add(len)?;
+    (end <= buf.len()).then_some((target, slot, start, end))
+}
+
+/// The notes of every used slot of one durable state, as open found them.
+pub(crate) struct Catalog {
+    bytes: Vec<u8>,
+    /// Per slotted target: each used slot and where its note lies in `bytes`,
+    /// by slot, ascending.
+    notes: [Vec<(u32, usize, usize)>; 2],
+}
+
+impl Catalog {
+    /// Each used slot of `target` (`pages` or `buckets`) with its note, by
+    /// slot, ascending.
+    pub(crate) fn notes(&self, target: Target) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        let list = SLOTTED
+            .iter()
+            .position(|&t| t == target)
+            .map_or(&[][..], |t| &self.notes[t][..]);
+        list.iter()
+            .map(|&(slot, start, end)| (slot, &self.bytes[start..end]))
+    }
+}
+
+/// What open found of the catalog.
+pub(super) struct Found {
+    /// The fingerprint seed the notes were made with.
+    pub(super) seed: u64,
+    pub(super) snapshot_blocks: u64,
+    /// Where the next record goes, in blocks; nothing lies past it.
+    pub(super) log_end: u64,
+    /// `None`: unusable.
+    pub(super) catalog: Option<Catalog>,
+}
+
+/// Reads the catalog of `durable` (whose used slots `map` gives) from `dir`
+/// and cuts the log to its records, or, if it cannot serve, erases both so
+/// that later records never join stale ones. `fresh_seed` is the seed when
+/// there is no usable snapshot.
+pub(super) fn load(
+    dir: &Path,
+    log: &DataFile,
+    durable: &Meta,
+    map: &SlotMap,
+    fresh_seed: u64,
+) -> Result<Found, Error> {
+    if let Some((found, log_bytes)) = read(dir, durable, map) {
+        if log.blocks()? > found.log_end || log_bytes % BLOCK_SIZE as u64 != 0 {
+            log.truncate(found.log_end)?;
+        }
+        return Ok(found);
+    }
+    discard(dir, log)?;
+    Ok(Found {
+        seed: fresh_seed,
+        snapshot_blocks: 0,
+        log_end: 0,
+        catalog: None,
+    })
+}
+
+/// Removes the snapshot and empties the log, durably.
+fn discard(dir: &Path, log: &DataFile) -> Result<(), Error> {
+    match std::fs::remove_file(dir.join(SNAPSHOT)) {
+        Ok(()) => sync_dir(dir)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("removing", SNAPSHOT, e)),
+    }
+    log.erase()
+}
+
+/// The usable catalog and the log's length in bytes, or `None`.
+fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
+    let snapshot = std::fs::read(dir.join(SNAPSHOT)).ok()?;
+    let header = snapshot.get(..BLOCK_SIZE)?;
+    if &header[0..8] != SNAPSHOT_MAGIC
+        || u64_at(header, CHECKSUM) != twox_hash::XxHash3_64::oneshot(&header[..CHECKSUM])
+        || u64_at(header, 8) != VERSION
+    {
+        return None;
+    }
+    let (base, seed) = (u64_at(header, 16), u64_at(header, 24));
+    let len = usize::try_from(u64_at(header, 32)).ok()?;
+    let padded = len.checked_next_multiple_of(BLOCK_SIZE)?;
+    let body = snapshot.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
+    if chained_sum(body.chunks(BLOCK_SIZE)) != u64_at(header, 40) || base > durable.seqno {
+        return None;
+    }
+    let snapshot_blocks = snapshot.len().div_ceil(BLOCK_SIZE) as u64;
+    let mut bytes = snapshot;
+    bytes.drain(..BLOCK_SIZE);
+    bytes.truncate(len);
+
+    // The records after the snapshot, up to the durable commit.
+    let log = std::fs::read(dir.join(LOG)).unwrap_or_default();
+    let (mut at, mut last) = (0, base);
+    while let Some((seqno, payload, next)) = parse_record(&log, at) {
+        if seqno > durable.seqno || (seqno > base && seqno != last + 1) {
+            break;
+        }
+        if seqno > base {
+            bytes.extend_from_slice(payload);
+            last = seqno;
+        }
+        at = next;
+    }
+    if last != durable.seqno {
+        return None;
+    }
+    let catalog = fold(bytes, durable, map)?;
+    Some((
+        Found {
+            seed,
+            snapshot_blocks,
+            log_end: (at / BLOCK_SIZE) as u64,
+            catalog: Some(catalog),
+        },
+        log.len() as u64,
+    ))
+}
+
+/// The record at `at`: seqno, payload and where the next begins.
+fn parse_record(log: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
+    let header = log.get(at..at.checked_add(RECORD_HEADER)?)?;
+    if &header[0..8] != RECORD_MAGIC {
+        return None;
+    }
+    let seqno = u64::from_le_bytes(header[16..24].try_into().ok()?);
+    let len = usize::try_from(u64::from_le_bytes(header[24..32].try_into().ok()?)).ok()?;
+    let end = (at + RECORD_HEADER).checked_add(len)?;
+    let summed = log.get(at + 16..end)?;
+    if twox_hash::XxHash3_64::oneshot(summed) != u64::from_le_bytes(header[8..16].try_into().ok()?)
+    {
+        return None;
+    }
+    let next = end.div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
+    Some((seqno, &log[at + RECORD_HEADER..end], next))
+}
+
+/// The newest note of each used slot; `None` if a used slot has none.
+fn fold(bytes: Vec<u8>, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
+    let mut latest: [Vec<Option<(usize, usize)>>; 2] = Default::default();
+    for (t, target) in SLOTTED.iter().enumerate() {
+        let len = usize::try_from(durable.lengths[*target as usize]).ok()?;
+        latest[t] = vec![None; len];
+    }
+    for entry in (Entries { buf: &bytes, at: 0 }) {
+        let (start, target, slot, note) = entry.ok()?;
+        let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
+            continue;
+        };
+        if let Some(place) = latest[t].get_mut(slot as usize) {
+            *place = (!note.is_empty()).then_some((start, start + note.len()));
+        }
+    }
+    let mut notes: [Vec<(u32, usize, usize)>; 2] = Default::default();
+    for (t, target) in SLOTTED.iter().enumerate() {
+        for slot in map.used(*target) {
+            let (start, end) = (*latest[t].get(slot as usize)?)?;
+            notes[t].push((u32::try_from(slot).ok()?, start, end));
+        }
+    }
+    Some(Catalog { bytes, notes })
+}
+
+/// xxh3 over the concatenated xxh3 of each block of `blocks` (whole blocks).
+fn chained_sum<'a>(blocks: impl Iterator<Item = &'a [u8]>) -> u64 {
+    let sums: Vec<u8> = blocks
+        .flat_map(|b| twox_hash::XxHash3_64::oneshot(b).to_le_bytes())
+        .collect();
+    twox_hash::XxHash3_64::oneshot(&sums)
+}
+
+/// The little-endian u64 at `at` of `bytes` (which has it).
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// The record of commit `seqno`, in blocks: the batch's `notes`, plus an
+/// empty note for each slot of `pages` and `buckets` it writes without one
+/// (`written`), so no older note outlives its block. A note for a slot the
+/// commit does not write is a bug above.
+pub(super) fn record(
+    seqno: u64,
+    notes: &Notes,
+    written: impl Iterator<Item = (Target, u64)>,
+) -> Result<Vec<BlockBuf>, Error> {
+    let mut unnoted: HashSet<(Target, u64)> =
+        written.filter(|(t, _)| SLOTTED.contains(t)).collect();
+    for entry in notes.entries() {
+        let (_, target, slot, _) =
+            entry.map_err(|()| Error::Internal("a malformed catalog note"))?;
+        if !unnoted.remove(&(target, slot as u64)) {
+            return Err(Error::Internal(
+                "a catalog note for a block the commit does not write",
+            ));
+        }
+    }
+    let mut bytes = Vec::with_capacity(RECORD_HEADER + notes.buf.len());
+    bytes.extend_from_slice(RECORD_MAGIC);
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&seqno.to_le_bytes());
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&notes.buf);
+    let mut empty = Notes { buf: bytes };
+    for (target, slot) in unnoted {
+        let slot = u32::try_from(slot).map_err(|_| Error::Internal("a slot past u32"))?;
+        empty.add(target, slot, |_| {});
+    }
+    let mut bytes = empty.buf;
+    let len = (bytes.len() - RECORD_HEADER) as u64;
+    bytes[24..32].copy_from_slice(&len.to_le_bytes());
+    let sum = twox_hash::XxHash3_64::oneshot(&bytes[16..]);
+    bytes[8..16].copy_from_slice(&sum.to_le_bytes());
+    Ok(to_blocks(&bytes))
+}
+
+/// `bytes` in zero-padded blocks.
+fn to_blocks(bytes: &[u8]) -> Vec<BlockBuf> {
+    bytes
+        .chunks(BLOCK_SIZE)
+        .map(|chunk| {
+            let mut b = Block::zeroed();
+            b.0[..chunk.len()].copy_from_slice(chunk);
+            b
+        })
+        .collect()
+}
+
+/// Where a snapshot's notes come from.
+pub(super) enum Source<'a> {
+    Notes(&'a Notes),
+    Catalog(&'a Catalog),
+}
+
+/// Writes the snapshot of commit `seqno` with `seed` and replaces the old one;
+/// returns its length in blocks. The caller empties the log after.
+pub(super) fn write_snapshot(
+    dir: &Path,
+    io: &Io,
+    file: Arc<DataFile>,
+    seqno: u64,
+    seed: u64,
+    source: Source<'_>,
+) -> Result<u64, Error> {
+    file.erase()?;
+    let mut out = SnapshotWriter {
+        io,
+        file: &file,
+        pending: Vec::with_capacity(BLOCK_SIZE * WRITE_BATCH),
+        next: 1,
+        sums: Vec::new(),
+        len: 0,
+    };
+    match source {
+        Source::Notes(notes) => out.push(&notes.buf)?,
+        Source::Catalog(catalog) => {
+            for target in SLOTTED {
+                for (slot, note) in catalog.notes(target) {
+                    out.push(&entry_header(target, slot, note.len()))?;
+                    out.push(note)?;
+                }
+            }
+        }
+    }
+    out.flush(true)?;
+    let mut header = Block::zeroed();
+    header.0[0..8].copy_from_slice(SNAPSHOT_MAGIC);
+    header.put_u64(8, VERSION);
+    header.put_u64(16, seqno);
+    header.put_u64(24, seed);
+    header.put_u64(32, out.len);
+    header.put_u64(40, twox_hash::XxHash3_64::oneshot(&out.sums));
+    let sum = header.checksum(CHECKSUM);
+    header.put_u64(CHECKSUM, sum);
+    let blocks = out.next;
+    write_blocks(io, &file, 0, vec![header])?;
+    file.sync()?;
+    std::fs::rename(dir.join(SNAPSHOT_NEW), dir.join(SNAPSHOT))
+        .map_err(|e| Error::io("renaming", SNAPSHOT_NEW, e))?;
+    sync_dir(dir)?;
+    Ok(blocks)
+}
+
+/// The file a snapshot is written to before it replaces the old one.
+pub(super) fn snapshot_path(dir: &Path) -> std::path::PathBuf {
+    dir.join(SNAPSHOT_NEW)
+}
+
+fn entry_header(target: Target, slot: u32, len: usize) -> [u8; ENTRY_HEADER] {
+    let mut h = [0; ENTRY_HEADER];
+    h[0] = target as u8;
+    h[1..5].copy_from_slice(&slot.to_le_bytes());
+    h[5..9].copy_from_slice(&(len as u32).to_le_bytes());
+    h
+}
+
+/// A snapshot's body, written a batch of blocks at a time.
+struct SnapshotWriter<'a> {
+    io: &'a Io,
+    file: &'a Arc<DataFile>,
+    pending: Vec<u8>,
+    /// The block the pending bytes start at.
+    next: u64,
+    /// The checksum of each block written.
+    sums: Vec<u8>,
+    len: u64,
+}
+
+impl SnapshotWriter<'_> {
+    fn push(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.pending.extend_from_slice(bytes);
+        self.len += bytes.len() as u64;
+        if self.pending.len() >= BLOCK_SIZE * WRITE_BATCH {
+            self.flush(false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the whole blocks pending, and with `last` the zero-padded rest.
+    fn flush(&mut self, last: bool) -> Result<(), Error> {
+        let whole = match last {
+            true => self.pending.len().div_ceil(BLOCK_SIZE) * BLOCK_SIZE,
+            false => self.pending.len() / BLOCK_SIZE * BLOCK_SIZE,
+        };
+        self.pending.resize(self.pending.len().max(whole), 0);
+        let blocks = to_blocks(&self.pending[..whole]);
+        for b in &blocks {
+            self.sums
+                .extend_from_slice(&b.checksum(BLOCK_SIZE).to_le_bytes());
+        }
+        let n = blocks.len() as u64;
+        self.file.reserve(self.next + n)?;
+        write_blocks(self.io, self.file, self.next, blocks)?;
+        self.next += n;
+        self.pending.drain(..whole);
+        Ok(())
+    }
+}
+
+fn write_blocks(
+    io: &Io,
+    file: &Arc<DataFile>,
+    first: u64,
+    blocks: Vec<BlockBuf>,
+) -> Result<(), Error> {
+    io.run_all(blocks.into_iter().enumerate().map(|(i, b)| {
+        (
+            file.clone(),
+            Op::Write,
+            (first + i as u64) * BLOCK_SIZE as u64,
+            b,
+        )
+    }))
+    .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(seqno: u64, lengths: [u64; 3]) -> Meta {
+        Meta {
+            seqno,
+            lengths,
+            ..Meta::default()
+        }
+    }
+
+    /// The payload of a record as it lies in the log.
+    fn payload(blocks: &[BlockBuf], seqno: u64) -> Vec<u8> {
+        let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
+        let (found, payload, next) = parse_record(&log, 0).unwrap();
+        assert_eq!((found, next), (seqno, blocks.len() * BLOCK_SIZE));
+        payload.to_vec()
+    }
+
+    #[test]
+    fn the_newest_note_of_each_used_slot_wins_and_an_unnoted_write_voids_it() {
+        let mut first = Notes::default();
+        first.add(Target::Pages, 1, |b| b.extend_from_slice(b"page one"));
+        first.add(Target::Buckets, 0, |b| b.extend_from_slice(b"bucket"));
+        let written = [
+            (Target::Pages, 1),
+            (Target::Buckets, 0),
+            (Target::Overflow, 9),
+        ];
+        let one = payload(&record(1, &first, written.into_iter()).unwrap(), 1);
+        let mut second = Notes::default();
+        second.add(Target::Pages, 2, |b| b.extend_from_slice(b"page two"));
+        let written = [(Target::Pages, 2), (Target::Buckets, 3)];
+        let two = payload(&record(2, &second, written.into_iter()).unwrap(), 2);
+        let bytes = [one, two].concat();
+
+        let mut map = SlotMap::default();
+        for (t, s) in [(Target::Pages, 1), (Target::Pages, 2), (Target::Buckets, 0)] {
+            map.set(t, s, true);
+        }
+        let catalog = fold(bytes.clone(), &meta(2, [4, 4, 10]), &map).unwrap();
+        let pages: Vec<_> = catalog.notes(Target::Pages).collect();
+        assert_eq!(pages, vec![(1, &b"page one"[..]), (2, &b"page two"[..])]);
+        let buckets: Vec<_> = catalog.notes(Target::Buckets).collect();
+        assert_eq!(buckets, vec![(0, &b"bucket"[..])]);
+        // Bucket 3 was written without a note: while it is used, the catalog
+        // cannot serve.
+        map.set(Target::Buckets, 3, true);
+        assert!(fold(bytes, &meta(2, [4, 4, 10]), &map).is_none());
+    }
+
+    #[test]
+    fn a_note_for_a_block_not_written_is_refused() {
+        let mut notes = Notes::default();
+        notes.add(Target::Pages, 5, |b| b.push(1));
+        let e = record(1, &notes, [(Target::Pages, 4)].into_iter()).err();
+        assert!(matches!(e, Some(Error::Internal(_))), "{e:?}");
+    }
+
+    #[test]
+    fn a_damaged_record_ends_the_log() {
+        let mut notes = Notes::default();
+        notes.add(Target::Pages, 0, |b| b.extend_from_slice(&[7; 5000]));
+        let blocks = record(3, &notes, [(Target::Pages, 0)].into_iter()).unwrap();
+        let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
+        assert!(parse_record(&log, 0).is_some());
+        for at in [0, 9, 17, 25, 40, 4100] {
+            let mut bad = log.clone();
+            bad[at] ^= 1;
+            assert!(parse_record(&bad, 0).is_none(), "byte {at}");
+        }
+        assert!(parse_record(&log[..5000], 0).is_none());
+    }
+}
