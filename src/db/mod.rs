@@ -56,7 +56,8 @@ use crate::Error;
 /// ```
 pub struct Db {
     shared: Arc<Shared>,
-    fetcher: Option<std::thread::JoinHandle<()>>,
+    /// The page fetcher and the cache warmer.
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 pub(crate) struct Shared {
@@ -109,9 +110,10 @@ impl Db {
             prefetch: RwLock::new(Some(keys_tx)),
         });
         let fetcher = prefetch::start(Arc::downgrade(&shared), keys_rx)?;
+        let warmer = prefetch::start_warming(Arc::downgrade(&shared))?;
         Ok(Db {
             shared,
-            fetcher: Some(fetcher),
+            threads: vec![fetcher, warmer],
         })
     }
 
@@ -215,12 +217,12 @@ impl Db {
 }
 
 impl Drop for Db {
-    /// Stops the fetcher before the files close, so that the directory is free
-    /// to reopen once the Db and its sessions are gone.
+    /// Stops the fetcher and the warmer before the files close, so that the
+    /// directory is free to reopen once the Db and its sessions are gone.
     fn drop(&mut self) {
         self.shared.prefetch.write().take();
-        if let Some(fetcher) = self.fetcher.take() {
-            let _ = fetcher.join();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
         }
     }
 }

@@ -43,6 +43,28 @@ pub(super) fn start(
         .spawn(move || Fetcher::default().run(&shared, &keys))
 }
 
+/// Pages read per batch while warming the cache.
+const WARM_BATCH: usize = 256;
+
+/// Starts the thread that reads into the page cache the pages an open from
+/// the catalog did not read; it stops when they are read or the database
+/// closes.
+pub(super) fn start_warming(shared: Weak<Shared>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("pagetrie-warm".into())
+        .spawn(move || loop {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            // Closing, or nothing left, or an error (which reads report).
+            if shared.prefetch.read().is_none()
+                || !matches!(shared.pages.warm(&shared.store, WARM_BATCH), Ok(true))
+            {
+                return;
+            }
+        })
+}
+
 #[derive(Default)]
 struct Fetcher {
     next_tag: u64,

@@ -88,6 +88,9 @@ struct Slots {
 pub(crate) struct PageStore {
     slots: RwLock<Slots>,
     cache: PageCache,
+    /// Pages to read into the cache after an open that did not read them:
+    /// id and slot, most used first.
+    to_warm: parking_lot::Mutex<Vec<(PageId, u32)>>,
     hits: AtomicU64,
     misses: AtomicU64,
     prefetched: AtomicU64,
@@ -106,6 +109,7 @@ impl PageStore {
             published: Published::default(),
         };
         let cache = PageCache::new(cache_pages);
+        let mut to_warm = Vec::new();
         let mut seen = std::collections::HashSet::new();
         let mut index = |id: PageId, slot: u64| -> Result<(), Error> {
             if !seen.insert(id) {
@@ -116,10 +120,16 @@ impl PageStore {
         };
         match store.catalog() {
             Some(catalog) => {
-                let pinned = index_from(&catalog, &mut index)?;
+                let (pinned, mut others) = index_from(&catalog, &mut index)?;
                 for (id, page) in read_pages(store, &pinned)? {
                     cache.insert(id, page);
                 }
+                // Upper levels first: every path crosses them.
+                others.sort_unstable_by_key(|&(id, slot)| (id.level(), slot));
+                others.truncate(cache_pages);
+                // Taken from the end.
+                others.reverse();
+                to_warm = others;
             }
             None => {
                 let mut notes = Notes::default();
@@ -140,6 +150,7 @@ impl PageStore {
         Ok(PageStore {
             slots: RwLock::new(slots),
             cache,
+            to_warm: parking_lot::Mutex::new(to_warm),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             prefetched: AtomicU64::new(0),
@@ -164,6 +175,34 @@ impl PageStore {
             self.misses.load(Ordering::Relaxed),
             self.prefetched.load(Ordering::Relaxed),
         )
+    }
+
+    /// Reads up to `batch` of the pages an open from the catalog left out of
+    /// the cache into it; false once none are left. Pages a commit replaced
+    /// meanwhile are skipped, never cached.
+    pub(crate) fn warm(&self, store: &Store, batch: usize) -> Result<bool, Error> {
+        let chunk: Vec<(PageId, u32)> = {
+            let mut to_warm = self.to_warm.lock();
+            let from = to_warm.len().saturating_sub(batch);
+            to_warm.split_off(from)
+        };
+        if chunk.is_empty() {
+            return Ok(false);
+        }
+        let generation = self.slots.read().published.generation();
+        let blocks = store.read_blocks(Target::Pages, chunk.iter().map(|&(_, s)| s as u64))?;
+        let slots = self.slots.read();
+        if slots.published.is_current(generation) {
+            for (&(id, _), block) in chunk.iter().zip(blocks) {
+                let page = Page::from_block(block);
+                if !self.cache.contains(&id)
+                    && matches!(page.verified_id(), Ok(found) if found == id)
+                {
+                    self.cache.insert(id, Arc::new(page));
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// What prefetching page `id` takes.
@@ -329,12 +368,12 @@ fn note(id: &PageId, out: &mut Vec<u8>) {
 }
 
 /// Indexes every page the catalog notes; returns the pinned levels' pages,
-/// to be read.
+/// to be read now, and the others.
 fn index_from(
     catalog: &Catalog,
     index: &mut impl FnMut(PageId, u64) -> Result<(), Error>,
-) -> Result<Vec<(PageId, u32)>, Error> {
-    let mut pinned = Vec::new();
+) -> Result<(Vec<(PageId, u32)>, Vec<(PageId, u32)>), Error> {
+    let (mut pinned, mut others) = (Vec::new(), Vec::new());
     for (slot, note) in catalog.notes(Target::Pages) {
         let id = note
             .try_into()
@@ -342,11 +381,12 @@ fn index_from(
             .and_then(PageId::decode)
             .map_err(|e| e.at("catalog", slot as u64))?;
         index(id, slot as u64)?;
-        if id.level() < cache::PINNED_LEVELS {
-            pinned.push((id, slot));
+        match id.level() < cache::PINNED_LEVELS {
+            true => pinned.push((id, slot)),
+            false => others.push((id, slot)),
         }
     }
-    Ok(pinned)
+    Ok((pinned, others))
 }
 
 /// Reads the pages `wanted` (id and slot), checking each is the page named.
