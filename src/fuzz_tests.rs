@@ -37,7 +37,15 @@ fn build(dir: &std::path::Path) {
             p.set_node(3, &[round as u8 + 1; 32]);
             (id, Some(p))
         });
-        let mut pplan = pages.plan(&store, page_changes.collect(), seqno).unwrap();
+        let mut pplan = pages
+            .plan(
+                &store,
+                page_changes
+                    .map(|(id, p)| (id, p.map(std::sync::Arc::new)))
+                    .collect(),
+                seqno,
+            )
+            .unwrap();
         let mut batch = Batch::new([round as u8; 32], store.meta().lengths);
         vplan.stage(&mut batch);
         pplan.stage(&mut batch);

@@ -67,7 +67,7 @@ pub mod faults {
 }
 
 #[cfg(feature = "std")]
-pub use db::{CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Session};
+pub use db::{CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Overlay, Session};
 pub use error::Error;
 #[cfg(feature = "std")]
 pub use io::IoBackend;

@@ -13,9 +13,11 @@
 mod prove;
 #[cfg(test)]
 mod tests;
+mod unwritten;
 mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crate::trie::page::{slot, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
@@ -23,6 +25,7 @@ use crate::trie::proof::MultiProof;
 use crate::trie::{KeyPath, Node, NodeKind};
 use crate::Error;
 
+pub(crate) use unwritten::Unwritten;
 pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
 use worker::{Old, Pos, Updated, Worker};
 
@@ -30,7 +33,7 @@ use worker::{Old, Pos, Updated, Worker};
 pub(crate) struct TrieUpdate {
     pub(crate) root: Node,
     /// Pages to store (`Some`) or delete (`None`).
-    pub(crate) pages: Vec<(PageId, Option<Page>)>,
+    pub(crate) pages: Vec<(PageId, Option<Arc<Page>>)>,
     /// The proof of `keys` against the previous root.
     pub(crate) proof: MultiProof,
 }
@@ -44,10 +47,15 @@ pub(crate) fn update_trie(
     keys: &[KeyPath],
     workers: usize,
 ) -> Result<TrieUpdate, Error> {
-    let old = match tree.pages.get(tree.store, &PageId::ROOT)? {
+    let old = match tree.page(&PageId::ROOT)? {
         Some(page) => Old::Page(page),
-        None if (tree.values.len() as u64) < STORE_MIN_LEAVES => {
-            let all = tree.values.entries_with_prefix(tree.store, &[0; 32], 0)?;
+        // Too few leaves for a page: not worth a read of every bucket unless
+        // the store says so, or unwritten changes may have shrunk the trie.
+        None if tree.unwritten.is_some() || (tree.values.len() as u64) < STORE_MIN_LEAVES => {
+            let all = tree.entries_with_prefix(&[0; 32], 0)?;
+            if all.len() as u64 >= STORE_MIN_LEAVES {
+                return Err(Error::corrupt("the root page is missing"));
+            }
             let root = crate::trie::build_subtree(&all, 0, &mut crate::trie::Discard);
             if root != *prev_root {
                 return Err(Error::corrupt("the value store disagrees with the root"));
@@ -112,7 +120,7 @@ fn run_children(
     let next = AtomicUsize::new(0);
     type Output<'p> = (
         Vec<(u8, Option<Updated>, Option<MultiProof>)>,
-        Vec<(PageId, Option<Page>)>,
+        Vec<(PageId, Option<Arc<Page>>)>,
     );
     let outputs: Vec<Result<Output, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers.min(jobs.len()))

@@ -9,6 +9,8 @@ use crate::trie::page::{slot, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::{hash_leaf, KeyPath, Node, NodeKind, ValueHash, TERMINATOR};
 use crate::value_store::ValueStore;
+
+use super::Unwritten;
 use crate::Error;
 
 /// A subtree with fewer leaves than this is not stored as a page: it is rebuilt
@@ -20,12 +22,38 @@ pub(crate) type Change = (KeyPath, Option<ValueHash>);
 /// A key and its value hash.
 pub(super) type Entry = (KeyPath, ValueHash);
 
-/// The committed state a worker reads.
+/// The state a worker reads: the committed one, under `unwritten` changes
+/// when the update builds on uncommitted overlays.
 #[derive(Clone, Copy)]
 pub(crate) struct Tree<'a> {
     pub(crate) store: &'a Store,
     pub(crate) pages: &'a PageStore,
     pub(crate) values: &'a ValueStore,
+    pub(crate) unwritten: Option<&'a Unwritten>,
+}
+
+impl Tree<'_> {
+    /// Page `id`, if stored.
+    pub(super) fn page(&self, id: &PageId) -> Result<Option<Arc<Page>>, Error> {
+        if let Some(page) = self.unwritten.and_then(|u| u.pages.get(id)) {
+            return Ok(page.clone());
+        }
+        self.pages.get(self.store, id)
+    }
+
+    /// Every key under the first `depth` bits of `at` (later bits zero), with
+    /// its value hash, in key order.
+    pub(super) fn entries_with_prefix(
+        &self,
+        at: &KeyPath,
+        depth: usize,
+    ) -> Result<Vec<Entry>, Error> {
+        let stored = self.values.entries_with_prefix(self.store, at, depth)?;
+        Ok(match self.unwritten {
+            Some(u) => u.merge_prefix(at, depth, stored),
+            None => stored,
+        })
+    }
 }
 
 /// What lies under a page position before the commit.
@@ -107,7 +135,7 @@ pub(super) struct Worker<'a> {
     tree: Tree<'a>,
     entries: HashMap<(usize, KeyPath), Vec<Entry>>,
     /// Page changes: `None` deletes.
-    pub(super) pages: Vec<(PageId, Option<Page>)>,
+    pub(super) pages: Vec<(PageId, Option<Arc<Page>>)>,
     pub(super) done: Done,
 }
 
@@ -145,7 +173,7 @@ impl<'a> Worker<'a> {
         if NodeKind::of(node) != NodeKind::Internal {
             return Err(Error::corrupt("a page is stored under a leaf"));
         }
-        match self.tree.pages.get(self.tree.store, id)? {
+        match self.tree.page(id)? {
             Some(page) => Ok(Old::Page(page)),
             None => Err(Error::corrupt("a page marked stored is missing")),
         }
@@ -167,10 +195,7 @@ impl<'a> Worker<'a> {
         if let Some(found) = self.entries.get(&(depth, at)) {
             return Ok(found.clone());
         }
-        let found = self
-            .tree
-            .values
-            .entries_with_prefix(self.tree.store, &at, depth)?;
+        let found = self.tree.entries_with_prefix(&at, depth)?;
         let agrees = match kind {
             NodeKind::Leaf => found.len() == 1 && hash_leaf(&found[0].0, &found[0].1) == *node,
             _ => found.len() >= 2,
@@ -203,7 +228,7 @@ impl<'a> Worker<'a> {
                 let stored = leaves >= STORE_MIN_LEAVES;
                 if stored {
                     page.set_leaves(leaves);
-                    self.pages.push((id, Some(page)));
+                    self.pages.push((id, Some(Arc::new(page))));
                 } else {
                     self.pages.push((id, None));
                 }
@@ -236,7 +261,7 @@ impl<'a> Worker<'a> {
         let mut page = Page::new(&id);
         let node = self.build_at(&mut page, &id, Pos::ROOT, entries)?;
         page.set_leaves(entries.len() as u64);
-        self.pages.push((id, Some(page)));
+        self.pages.push((id, Some(Arc::new(page))));
         Ok((node, true))
     }
 

@@ -5,14 +5,16 @@
 //! both holds the lock across them.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
 use super::metrics::CommitTimers;
+use super::overlay::Base;
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
-use crate::commit::{update_trie, Change, Tree};
+use crate::commit::{update_trie, Change, Tree, Unwritten};
 use crate::store::{Batch, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
@@ -23,81 +25,117 @@ use crate::Error;
 
 /// A session's trie update on its base, not yet written.
 pub(crate) struct Prepared {
-    base_seqno: u64,
+    /// The state it applies to: the head when it commits.
+    base: Head,
     pub(crate) prev_root: Node,
     pub(crate) root: Node,
     writes: KeyedValues,
-    pages: Vec<(PageId, Option<Page>)>,
+    pages: Vec<(PageId, Option<Arc<Page>>)>,
     pub(crate) witness: Witness,
     prove: bool,
 }
 
+impl Prepared {
+    /// Its changes, for an overlay's view: the values with their hashes, and
+    /// the pages, shared.
+    pub(super) fn unwritten(&self) -> Unwritten {
+        let mut u = Unwritten::default();
+        for ((key, value), (_, hash)) in self.writes.iter().zip(&self.witness.writes) {
+            let entry = match (value, hash) {
+                (Some(v), Some(h)) => Some((*h, Arc::from(v.as_slice()))),
+                _ => None,
+            };
+            u.values.insert(*key, entry);
+        }
+        for (id, page) in &self.pages {
+            u.pages.insert(*id, page.clone());
+        }
+        u
+    }
+}
+
 impl Shared {
-    /// Takes the writer lock and checks that commit `base_seqno` is still the
-    /// head.
-    pub(super) fn writer_at(&self, base_seqno: u64) -> Result<(MutexGuard<'_, ()>, Head), Error> {
+    /// Takes the writer lock and checks that `base` is still the head.
+    pub(super) fn writer_at(&self, base: Head) -> Result<(MutexGuard<'_, ()>, Head), Error> {
         let writer = self.writer.lock();
         let head = self.versions.head();
-        if head.seqno != base_seqno {
+        if head != base {
             return Err(Error::StaleSession);
         }
         Ok((writer, head))
     }
 
-    /// Commits `writes` (sorted by key, each key once) on top of commit
-    /// `base_seqno`; with `prove`, the witness proves `reads` and the written
-    /// keys against its root.
+    /// Takes the writer lock and checks that the stores show `base`'s state
+    /// under its unwritten changes.
+    fn writer_seeing(&self, base: &Base) -> Result<MutexGuard<'_, ()>, Error> {
+        let writer = self.writer.lock();
+        if !base.sees(self.versions.head()) {
+            return Err(Error::StaleSession);
+        }
+        Ok(writer)
+    }
+
+    /// Commits `writes` (sorted by key, each key once) on top of `base`, the
+    /// committed head; with `prove`, the witness proves `reads` and the
+    /// written keys against its root.
     pub(super) fn commit(
         &self,
-        base_seqno: u64,
+        base: Head,
         writes: KeyedValues,
         reads: Vec<KeyPath>,
         prove: bool,
     ) -> Result<CommitOutput, Error> {
-        let (_writer, head) = self.writer_at(base_seqno)?;
+        let (_writer, head) = self.writer_at(base)?;
         // The buckets go to the disk while the trie is updated.
         let values = self.plan_values(head.seqno + 1, &writes)?;
-        let prepared = self.prepare(head, writes, reads, prove)?;
+        let prepared = self.prepare(head, writes, reads, prove, None)?;
         self.apply(prepared, Some(values))
     }
 
-    /// [`Shared::prepare`] under the writer lock.
+    /// [`Shared::prepare`] on `base` under the writer lock.
     pub(super) fn finish(
         &self,
-        base_seqno: u64,
+        base: &Base,
         writes: KeyedValues,
         reads: Vec<KeyPath>,
+        prove: bool,
     ) -> Result<Prepared, Error> {
-        let (_writer, head) = self.writer_at(base_seqno)?;
-        self.prepare(head, writes, reads, true)
+        let _writer = self.writer_seeing(base)?;
+        self.prepare(base.head, writes, reads, prove, base.unwritten.as_ref())
     }
 
     /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
     /// the head.
     pub(super) fn commit_prepared(&self, prepared: Prepared) -> Result<CommitOutput, Error> {
-        let _writer = self.writer_at(prepared.base_seqno)?;
+        let _writer = self.writer_at(prepared.base)?;
         self.apply(prepared, None)
     }
 
-    /// A multi-proof of `keys` at commit `base_seqno`, which must be the head.
-    pub(super) fn prove(&self, base_seqno: u64, keys: &[KeyPath]) -> Result<MultiProof, Error> {
-        let (_writer, head) = self.writer_at(base_seqno)?;
-        self.prove_locked(head, keys)
+    /// A multi-proof of `keys` at `base`.
+    pub(super) fn prove(&self, base: &Base, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        let _writer = self.writer_seeing(base)?;
+        self.prove_locked(base.head, keys, base.unwritten.as_ref())
     }
 
     /// A multi-proof of `keys` at the head.
     pub(super) fn prove_head(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         let _writer = self.writer.lock();
-        self.prove_locked(self.versions.head(), keys)
+        self.prove_locked(self.versions.head(), keys, None)
     }
 
-    /// The caller holds the writer lock.
-    fn prove_locked(&self, head: Head, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+    /// The caller holds the writer lock, and the stores under `unwritten`
+    /// show `head`.
+    fn prove_locked(
+        &self,
+        head: Head,
+        keys: &[KeyPath],
+        unwritten: Option<&Unwritten>,
+    ) -> Result<MultiProof, Error> {
         let mut keys = keys.to_vec();
         keys.sort_unstable();
         keys.dedup();
         let trie = update_trie(
-            self.tree(),
+            self.tree(unwritten),
             &head.root,
             &[],
             &keys,
@@ -106,11 +144,12 @@ impl Shared {
         Ok(trie.proof)
     }
 
-    fn tree(&self) -> Tree<'_> {
+    fn tree<'a>(&'a self, unwritten: Option<&'a Unwritten>) -> Tree<'a> {
         Tree {
             store: &self.store,
             pages: &self.pages,
             values: &self.values,
+            unwritten,
         }
     }
 
@@ -118,14 +157,16 @@ impl Shared {
         self.options.metrics.then(Instant::now)
     }
 
-    /// The trie update of `writes` on `head`, with the witness of `reads` and
-    /// the written keys if `prove`. The caller holds the writer lock.
+    /// The trie update of `writes` on `head` (the stores' state under
+    /// `unwritten`), with the witness of `reads` and the written keys if
+    /// `prove`. The caller holds the writer lock.
     fn prepare(
         &self,
         head: Head,
         writes: KeyedValues,
         mut reads: Vec<KeyPath>,
         prove: bool,
+        unwritten: Option<&Unwritten>,
     ) -> Result<Prepared, Error> {
         for (_, value) in &writes {
             if let Some(v) = value {
@@ -147,7 +188,7 @@ impl Shared {
         }
         let started = self.clock();
         let trie = update_trie(
-            self.tree(),
+            self.tree(unwritten),
             &head.root,
             &changes,
             &reads,
@@ -155,7 +196,7 @@ impl Shared {
         )?;
         CommitTimers::add(&self.timers.trie_ns, started);
         Ok(Prepared {
-            base_seqno: head.seqno,
+            base: head,
             prev_root: head.root,
             root: trie.root,
             writes,
@@ -183,7 +224,7 @@ impl Shared {
     /// checked `prepared`'s base is the head.
     fn apply(&self, prepared: Prepared, values: Option<ValuePlan>) -> Result<CommitOutput, Error> {
         let Prepared {
-            base_seqno,
+            base,
             prev_root,
             root,
             writes,
@@ -191,7 +232,7 @@ impl Shared {
             witness,
             prove,
         } = prepared;
-        let seqno = base_seqno + 1;
+        let seqno = base.seqno + 1;
         let mut value_plan = match values {
             Some(plan) => plan,
             None => self.plan_values(seqno, &writes)?,

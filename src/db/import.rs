@@ -156,8 +156,8 @@ fn build(
             .into_iter()
             .map(|(k, v)| (k, Some(v)))
             .collect();
-        let seqno = db.shared.store.meta().seqno;
-        db.shared.commit(seqno, writes, Vec::new(), false)?;
+        let head = db.shared.versions.head();
+        db.shared.commit(head, writes, Vec::new(), false)?;
         progress(ImportProgress::Writing {
             entries: written,
             total,

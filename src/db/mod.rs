@@ -10,6 +10,7 @@ mod commit_order;
 mod import;
 mod metrics;
 mod options;
+mod overlay;
 mod prefetch;
 mod session;
 #[cfg(test)]
@@ -25,6 +26,7 @@ use parking_lot::{Mutex, RwLock};
 pub use import::ImportProgress;
 pub use metrics::Metrics;
 pub use options::Options;
+pub use overlay::Overlay;
 pub use session::{CommitOutput, Finished, Session};
 
 use metrics::CommitTimers;
@@ -155,7 +157,16 @@ impl Db {
     /// A session on the current root. Many may exist; the first to commit wins,
     /// and the others are then refused with [`Error::StaleSession`].
     pub fn begin_session(&self) -> Session {
-        Session::new(self.shared.clone())
+        Session::new(self.shared.clone(), overlay::Base::committed(&self.shared))
+    }
+
+    /// A session on `parent`'s state: it reads through `parent` and its
+    /// uncommitted ancestors, then the database, and commits after them.
+    /// Any number may build on one overlay (competing blocks); the first
+    /// committed wins, and the others are refused with
+    /// [`Error::StaleSession`].
+    pub fn begin_session_on(&self, parent: &Overlay) -> Session {
+        Session::new(self.shared.clone(), parent.base())
     }
 
     /// The database's counters.

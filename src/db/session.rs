@@ -6,6 +6,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::commit_order::Prepared;
+use super::overlay::{Base, Overlay};
 use super::prefetch::Hint;
 use super::{KeyedValues, Shared};
 use crate::trie::proof::{MultiProof, Witness};
@@ -17,6 +18,7 @@ use crate::Error;
 pub struct Finished {
     shared: Arc<Shared>,
     prepared: Prepared,
+    base: Base,
 }
 
 impl Finished {
@@ -36,13 +38,24 @@ impl Finished {
         &self.prepared.witness
     }
 
-    /// Makes the session's writes durable; on return they survive any crash.
+    /// Makes the session's writes durable, after the uncommitted overlays it
+    /// was built on, in order; on return they survive any crash.
     ///
-    /// Fails with [`Error::StaleSession`], changing nothing, if another commit
-    /// landed since the session began; see [`Error::CommitDurable`] and
-    /// [`Error::CommitInDoubt`] for what other errors mean.
+    /// Fails with [`Error::StaleSession`], changing nothing of its own, if the
+    /// committed root is no longer the one it was built on; see
+    /// [`Error::CommitDurable`] and [`Error::CommitInDoubt`] for what other
+    /// errors mean.
     pub fn commit(self) -> Result<CommitOutput, Error> {
+        if let Some(parent) = &self.base.parent {
+            parent.commit()?;
+        }
         self.shared.commit_prepared(self.prepared)
+    }
+
+    /// Keeps it in memory, uncommitted, for sessions to build on
+    /// ([`crate::Db::begin_session_on`]) and to commit later.
+    pub fn into_overlay(self) -> Overlay {
+        Overlay::new(self.shared, self.prepared, self.base)
     }
 }
 
@@ -81,8 +94,7 @@ pub struct CommitOutput {
 /// ```
 pub struct Session {
     shared: Arc<Shared>,
-    base_seqno: u64,
-    prev_root: Node,
+    base: Base,
     writes: Mutex<BTreeMap<KeyPath, Option<Vec<u8>>>>,
     reads: Mutex<Vec<KeyPath>>,
     /// Hints not yet sent to the fetcher: sent in batches, since waking its
@@ -94,12 +106,11 @@ pub struct Session {
 const HINT_BATCH: usize = 32;
 
 impl Session {
-    pub(super) fn new(shared: Arc<Shared>) -> Session {
-        let base = shared.versions.pin();
+    /// A session on `base`.
+    pub(super) fn new(shared: Arc<Shared>, base: Base) -> Session {
         Session {
             shared,
-            base_seqno: base.seqno,
-            prev_root: base.root,
+            base,
             writes: Mutex::new(BTreeMap::new()),
             reads: Mutex::new(Vec::new()),
             hints: Mutex::new(Vec::new()),
@@ -120,7 +131,7 @@ impl Session {
 
     /// The root this session started from.
     pub fn prev_root(&self) -> Node {
-        self.prev_root
+        self.base.head.root
     }
 
     /// A hint that `key` will be read or written: starts loading the trie pages on
@@ -130,8 +141,8 @@ impl Session {
     }
 
     /// The value of `key`: the session's own write if it made one, else its
-    /// value at [`Session::prev_root`], whatever commits land meanwhile. The
-    /// key's proof goes into the witness.
+    /// value at [`Session::prev_root`] (through the overlays it builds on),
+    /// whatever commits land meanwhile. The key's proof goes into the witness.
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         if let Some(written) = self.writes.lock().get(key) {
             return Ok(written.clone());
@@ -139,7 +150,7 @@ impl Session {
         self.reads.lock().push(*key);
         // The pages, for the commit; the bucket is read right here.
         self.hint(key, false, false);
-        self.shared.read_at(self.base_seqno, key)
+        self.base.read(&self.shared, key)
     }
 
     /// Sets `key` to `value` (`None` deletes) when the session commits; a later
@@ -154,19 +165,24 @@ impl Session {
     ///
     /// Fails with [`Error::StaleSession`] if another commit landed since the
     /// session began (nothing is written), and with [`Error::ValueTooLarge`] for
-    /// a value over [`crate::MAX_VALUE_LEN`] bytes.
+    /// a value over [`crate::MAX_VALUE_LEN`] bytes. On an overlay, it is
+    /// [`Session::finish`] then [`Finished::commit`].
     pub fn commit_and_prove(self) -> Result<CommitOutput, Error> {
+        if self.base.unwritten.is_some() {
+            return self.finish()?.commit();
+        }
         let (writes, reads) = self.take();
-        self.shared.commit(self.base_seqno, writes, reads, true)
+        self.shared.commit(self.base.head, writes, reads, true)
     }
 
     /// The new root and the witness of the session's writes on its base, with
     /// nothing written: what a block producer puts in a header before the
     /// block is durable. [`Finished::commit`] makes it durable.
     ///
-    /// Fails with [`Error::StaleSession`] if another commit landed since the
-    /// session began, and with [`Error::ValueTooLarge`] for a value over
-    /// [`crate::MAX_VALUE_LEN`] bytes.
+    /// Fails with [`Error::StaleSession`] if the committed state is no longer
+    /// on the session's base (another commit landed since a session on the
+    /// database began; another fork was committed under an overlay), and with
+    /// [`Error::ValueTooLarge`] for a value over [`crate::MAX_VALUE_LEN`] bytes.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -181,30 +197,40 @@ impl Session {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn finish(self) -> Result<Finished, Error> {
+        self.finish_proving(true)
+    }
+
+    fn finish_proving(self, prove: bool) -> Result<Finished, Error> {
         let (writes, reads) = self.take();
-        let prepared = self.shared.finish(self.base_seqno, writes, reads)?;
+        let prepared = self.shared.finish(&self.base, writes, reads, prove)?;
         Ok(Finished {
-            shared: self.shared.clone(),
+            shared: self.shared,
             prepared,
+            base: self.base,
         })
     }
 
     /// A multi-proof of `keys` (present or absent) at the session's base root,
-    /// [`Session::prev_root`]; its own writes are not in it.
+    /// [`Session::prev_root`] (its overlays included); its own writes are not
+    /// in it.
     ///
-    /// Proofs come from the trie's current pages, so once another commit has
-    /// landed this fails with [`Error::StaleSession`], like committing would.
+    /// Proofs come from the trie's current pages, so once the committed state
+    /// has left the session's base this fails with [`Error::StaleSession`],
+    /// like committing would.
     pub fn prove(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
-        self.shared.prove(self.base_seqno, keys)
+        self.shared.prove(&self.base, keys)
     }
 
     /// Commits like [`Session::commit_and_prove`], without building a witness;
     /// returns the new root.
     pub fn commit(self) -> Result<Node, Error> {
+        if self.base.unwritten.is_some() {
+            return Ok(self.finish_proving(false)?.commit()?.root);
+        }
         let (writes, reads) = self.take();
         Ok(self
             .shared
-            .commit(self.base_seqno, writes, reads, false)?
+            .commit(self.base.head, writes, reads, false)?
             .root)
     }
 
@@ -213,12 +239,5 @@ impl Session {
         let writes = std::mem::take(&mut *self.writes.lock());
         let reads = std::mem::take(&mut *self.reads.lock());
         (writes.into_iter().collect(), reads)
-    }
-}
-
-impl Drop for Session {
-    /// Releases the session's snapshot: the old values only it needed go.
-    fn drop(&mut self) {
-        self.shared.versions.unpin(self.base_seqno);
     }
 }

@@ -80,6 +80,12 @@ impl Versions {
         head
     }
 
+    /// Pins commit `seqno`, which another pin (at `seqno` or before it) keeps
+    /// readable.
+    pub(crate) fn pin_at(&self, seqno: u64) {
+        *self.state.write().pins.entry(seqno).or_insert(0) += 1;
+    }
+
     pub(crate) fn unpin(&self, base: u64) {
         let mut state = self.state.write();
         if let Some(count) = state.pins.get_mut(&base) {

@@ -283,7 +283,7 @@ impl PageStore {
     pub(crate) fn plan(
         &self,
         store: &Store,
-        changes: Vec<(PageId, Option<Page>)>,
+        changes: Vec<(PageId, Option<Arc<Page>>)>,
         seqno: u64,
     ) -> Result<PagePlan, Error> {
         let mut last = HashMap::with_capacity(changes.len());
@@ -306,7 +306,9 @@ impl PageStore {
             if let Some(old) = self.slot_of(store, &slots, &id)? {
                 plan.freed.push((id, old));
             }
-            if let Some(mut page) = change {
+            if let Some(page) = change {
+                // An overlay may still share it.
+                let mut page = Arc::unwrap_or_clone(page);
                 page.seal();
                 let slot = plan.space.allocate()?;
                 plan.writes.push(BlockWrite {
@@ -367,12 +369,15 @@ fn note(id: &PageId, out: &mut Vec<u8>) {
     out.extend_from_slice(&id.encode());
 }
 
+/// Pages with their slots.
+type Located = Vec<(PageId, u32)>;
+
 /// Indexes every page the catalog notes; returns the pinned levels' pages,
 /// to be read now, and the others.
 fn index_from(
     catalog: &Catalog,
     index: &mut impl FnMut(PageId, u64) -> Result<(), Error>,
-) -> Result<(Vec<(PageId, u32)>, Vec<(PageId, u32)>), Error> {
+) -> Result<(Located, Located), Error> {
     let (mut pinned, mut others) = (Vec::new(), Vec::new());
     for (slot, note) in catalog.notes(Target::Pages) {
         let id = note

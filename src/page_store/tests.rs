@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::PageStore;
 use crate::store::{Batch, Store, StoreConfig, Target};
@@ -29,7 +30,7 @@ fn commit(
     changes: Vec<(PageId, Option<Page>)>,
 ) -> Result<(), Error> {
     let seqno = store.meta().seqno + 1;
-    let mut plan = pages.plan(store, changes, seqno)?;
+    let mut plan = pages.plan(store, shared(changes), seqno)?;
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
     let mut written = store.commit(batch)?;
@@ -281,7 +282,7 @@ fn reads_during_commits_see_published_pages_only() {
         let churn = (0..50).map(|n| page_id(10_000 + (n + 50 * (round as u64 % 2)) * 4 + 3));
         changes.extend(churn.map(|id| (id, (round % 3 != 0).then(|| page(&id, round)))));
         let seqno = store.meta().seqno + 1;
-        let mut plan = pages.plan(&store, changes, seqno).unwrap();
+        let mut plan = pages.plan(&store, shared(changes), seqno).unwrap();
         let mut batch = Batch::new([0; 32], store.meta().lengths);
         plan.stage(&mut batch);
         let mut written = store.commit(batch).unwrap();
@@ -348,7 +349,9 @@ fn a_plan_that_is_never_committed_frees_nothing() {
             .collect()
     };
     commit(&store, &pages, all(1)).unwrap();
-    let dropped = pages.plan(&store, all(2), store.meta().seqno + 1).unwrap();
+    let dropped = pages
+        .plan(&store, shared(all(2)), store.meta().seqno + 1)
+        .unwrap();
     drop(dropped);
     // Had the dropped plan's frees taken effect, this commit's writes would
     // land on the durable pages: the store refuses that, and the pages read
@@ -359,4 +362,12 @@ fn a_plan_that_is_never_committed_frees_nothing() {
     drop((store, pages));
     let (store, pages) = open(dir.path(), 0);
     assert_matches(&store, &pages, &model, &ids);
+}
+
+/// Changes as the commit pipeline hands them over: pages shared.
+fn shared(changes: Vec<(PageId, Option<Page>)>) -> Vec<(PageId, Option<Arc<Page>>)> {
+    changes
+        .into_iter()
+        .map(|(id, page)| (id, page.map(Arc::new)))
+        .collect()
 }

@@ -1,0 +1,308 @@
+//! Overlays: finished sessions kept in memory, uncommitted, that further
+//! sessions build on, so a node executes block n+1 while block n is voted on
+//! or written, and competing blocks fork from one parent.
+//!
+//! An overlay keeps its trie update (root, witness, page changes) and its
+//! writes. Its view is every change of its uncommitted ancestors and its own,
+//! in persistent maps that share structure with the parent's view: building
+//! it costs what the overlay changed, and a read probes one map whatever the
+//! chain's length. Below the view lies the committed state the chain began on,
+//! pinned like a session's base, so reads through an overlay see its state
+//! exactly whatever commits land meanwhile.
+//!
+//! Committing an overlay commits its uncommitted ancestors first, in order;
+//! each is refused with [`Error::StaleSession`] unless the committed root is
+//! its parent's. A trie update on an overlay reads the stores under the view,
+//! which is right as long as the committed state lies on the overlay's chain;
+//! that is checked under the writer lock before it runs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::commit_order::Prepared;
+use super::versions::Head;
+use super::Shared;
+use crate::commit::Unwritten;
+use crate::trie::proof::Witness;
+use crate::trie::{KeyPath, Node};
+use crate::Error;
+
+/// A pin on a commit: the values at it stay readable while the pin lives.
+pub(super) struct Pin {
+    shared: Arc<Shared>,
+    seqno: u64,
+}
+
+impl Pin {
+    /// Pins the committed head.
+    pub(super) fn head(shared: &Arc<Shared>) -> (Pin, Head) {
+        let head = shared.versions.pin();
+        let pin = Pin {
+            shared: shared.clone(),
+            seqno: head.seqno,
+        };
+        (pin, head)
+    }
+
+    /// Pins commit `seqno`, which a pin this one outlives must already keep
+    /// readable.
+    fn at(shared: &Arc<Shared>, seqno: u64) -> Pin {
+        shared.versions.pin_at(seqno);
+        Pin {
+            shared: shared.clone(),
+            seqno,
+        }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.shared.versions.unpin(self.seqno);
+    }
+}
+
+/// What a session (and what finishing it makes) builds on: a committed state,
+/// or an overlay.
+pub(super) struct Base {
+    /// The state the session sees before its own writes.
+    pub(super) head: Head,
+    /// The committed state under `unwritten`; pinned.
+    pub(super) below: Head,
+    pin: Pin,
+    /// The overlay `head` is, while it was uncommitted.
+    pub(super) parent: Option<Overlay>,
+    /// The changes from `below` to `head`; `None` when they are the same.
+    pub(super) unwritten: Option<Unwritten>,
+    /// Overlays whose changes `unwritten` holds.
+    covers: usize,
+}
+
+impl Base {
+    /// The committed head.
+    pub(super) fn committed(shared: &Arc<Shared>) -> Base {
+        let (pin, head) = Pin::head(shared);
+        Base {
+            head,
+            below: head,
+            pin,
+            parent: None,
+            unwritten: None,
+            covers: 0,
+        }
+    }
+
+    /// `overlay`'s state.
+    pub(super) fn on(overlay: &Overlay) -> Base {
+        let node = &overlay.node;
+        let shared = &node.shared;
+        if node.committed.load(Ordering::SeqCst) {
+            // Its state is in the store: read there, pinned. The overlay's
+            // own pin keeps it readable.
+            return Base {
+                head: node.head,
+                below: node.head,
+                pin: Pin::at(shared, node.head.seqno),
+                parent: None,
+                unwritten: None,
+                covers: 0,
+            };
+        }
+        // The chain still uncommitted, newest first. The overlay's view
+        // covers it (commits only take ancestors off its bottom); rebuilt
+        // without those, so their changes are not held twice.
+        let mut live = vec![overlay.clone()];
+        while let Some(parent) = live.last().and_then(|o| o.node.base.parent.clone()) {
+            if parent.node.committed.load(Ordering::SeqCst) {
+                break;
+            }
+            live.push(parent);
+        }
+        let oldest = &live[live.len() - 1].node;
+        let below = oldest.base.head;
+        let unwritten = if live.len() == node.chain_len {
+            node.view.clone()
+        } else {
+            let mut view = Unwritten::default();
+            for o in live.iter().rev() {
+                view.extend(&o.node.own);
+            }
+            view
+        };
+        Base {
+            head: node.head,
+            below,
+            pin: Pin::at(shared, below.seqno),
+            parent: Some(overlay.clone()),
+            unwritten: Some(unwritten),
+            covers: live.len(),
+        }
+    }
+
+    /// Whether the stores, at committed state `now`, under `unwritten` show
+    /// exactly `head`: `now` must be `below`, `head` itself, or a state on the
+    /// chain between them (the same root at the same height is the same
+    /// state, whichever fork committed it).
+    pub(super) fn sees(&self, now: Head) -> bool {
+        if now == self.head || now == self.below {
+            return true;
+        }
+        let mut next = self.parent.clone();
+        while let Some(o) = next {
+            if o.node.head == now {
+                return true;
+            }
+            next = o.node.base.parent.clone();
+        }
+        false
+    }
+
+    /// The value of `key` at `head`.
+    pub(super) fn read(&self, shared: &Shared, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(value) = self.unwritten.as_ref().and_then(|u| u.values.get(key)) {
+            return Ok(value.as_ref().map(|(_, v)| v.to_vec()));
+        }
+        shared.read_at(self.pin.seqno, key)
+    }
+}
+
+/// A finished session kept in memory, uncommitted: its root and witness, what
+/// it reads, and sessions built on it ([`crate::Db::begin_session_on`]). Cheap
+/// to clone; `Send + Sync`. Dropping every clone (and every session and
+/// overlay built on it) discards it and frees its memory.
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// # let db = pagetrie::Db::open(pagetrie::Options::new(dir.path()))?;
+/// let block = db.begin_session();
+/// block.write([1; 32], Some(vec![1]));
+/// let parent = block.finish()?.into_overlay();
+/// // Two competing children of the same parent.
+/// let a = db.begin_session_on(&parent);
+/// a.write([2; 32], Some(vec![2]));
+/// let a = a.finish()?.into_overlay();
+/// let b = db.begin_session_on(&parent);
+/// b.write([2; 32], Some(vec![3]));
+/// let b = b.finish()?.into_overlay();
+/// assert_eq!(b.read(&[1; 32])?, Some(vec![1]));
+/// a.commit()?; // the parent first, then `a`
+/// assert_eq!(db.root(), a.root());
+/// assert!(matches!(b.commit(), Err(pagetrie::Error::StaleSession)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Overlay {
+    node: Arc<OverlayNode>,
+}
+
+struct OverlayNode {
+    shared: Arc<Shared>,
+    base: Base,
+    /// Its state: one commit past its base.
+    head: Head,
+    witness: Witness,
+    /// Its own changes.
+    own: Unwritten,
+    /// The base's view with its own changes over it.
+    view: Unwritten,
+    /// Overlays in the chain `view` covers, itself included.
+    chain_len: usize,
+    /// The update, until committed (or refused).
+    pending: Mutex<Option<Prepared>>,
+    committed: AtomicBool,
+}
+
+impl Overlay {
+    pub(super) fn new(shared: Arc<Shared>, prepared: Prepared, base: Base) -> Overlay {
+        let own = prepared.unwritten();
+        let mut view = base.unwritten.clone().unwrap_or_default();
+        view.extend(&own);
+        let chain_len = 1 + base.covers;
+        Overlay {
+            node: Arc::new(OverlayNode {
+                shared,
+                head: Head {
+                    seqno: base.head.seqno + 1,
+                    root: prepared.root,
+                },
+                witness: prepared.witness.clone(),
+                base,
+                own,
+                view,
+                chain_len,
+                pending: Mutex::new(Some(prepared)),
+                committed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The root it was built on: its parent's.
+    pub fn prev_root(&self) -> Node {
+        self.node.base.head.root
+    }
+
+    /// Its root.
+    pub fn root(&self) -> Node {
+        self.node.head.root
+    }
+
+    /// Proof of every key its session read or wrote against
+    /// [`Overlay::prev_root`], and its writes.
+    pub fn witness(&self) -> &Witness {
+        &self.node.witness
+    }
+
+    /// The value of `key` in its state.
+    pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(value) = self.node.view.values.get(key) {
+            return Ok(value.as_ref().map(|(_, v)| v.to_vec()));
+        }
+        self.node.base.read(&self.node.shared, key)
+    }
+
+    /// Whether it is committed.
+    pub fn is_committed(&self) -> bool {
+        self.node.committed.load(Ordering::SeqCst)
+    }
+
+    /// Makes it durable, after its uncommitted ancestors, in order; on return
+    /// it survives any crash. Committing it again does nothing, and neither
+    /// does committing it when the committed state is the same as its own
+    /// (the same root at the same height, from another fork).
+    ///
+    /// Fails with [`Error::StaleSession`], changing nothing of its own, if the
+    /// committed root is no longer its parent's: another fork was committed.
+    /// Ancestors committed before the refusal stay committed.
+    pub fn commit(&self) -> Result<(), Error> {
+        let mut pending = self.node.pending.lock();
+        // Committed, or an identical state is (the same root at the same
+        // height): nothing to write.
+        if self.is_committed() || self.node.shared.versions.head() == self.node.head {
+            self.node.committed.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        if let Some(parent) = &self.node.base.parent {
+            parent.commit()?;
+        }
+        // A refused or failed commit consumed it: it stays refused.
+        let prepared = pending.take().ok_or(Error::StaleSession)?;
+        self.node.shared.commit_prepared(prepared)?;
+        self.node.committed.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The base of a session on it.
+    pub(super) fn base(&self) -> Base {
+        Base::on(self)
+    }
+}
+
+impl std::fmt::Debug for Overlay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Overlay")
+            .field("seqno", &self.node.head.seqno)
+            .field("committed", &self.is_committed())
+            .finish_non_exhaustive()
+    }
+}

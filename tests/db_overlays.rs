@@ -1,0 +1,305 @@
+//! Overlays: finished sessions kept in memory that later sessions build on,
+//! forks that compete, commits in order, and refusals of the losing forks.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+
+use pagetrie::trie::{compute_root, hash_value};
+use pagetrie::{Db, Error, KeyPath, Options, Overlay};
+use proptest::prelude::*;
+
+type Model = BTreeMap<KeyPath, Vec<u8>>;
+
+fn key(i: u64) -> KeyPath {
+    *blake3::hash(&i.to_le_bytes()).as_bytes()
+}
+
+fn root_of(model: &Model) -> [u8; 32] {
+    compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
+}
+
+/// Finishes a session on `on` (the database if `None`) writing `writes`,
+/// checking its reads, proof, root and witness against `base` and the model
+/// after; returns the overlay and that model.
+fn build(
+    db: &Db,
+    on: Option<&Overlay>,
+    base: &Model,
+    writes: &[(u64, Option<Vec<u8>>)],
+) -> Result<(Overlay, Model), Error> {
+    let session = match on {
+        Some(parent) => db.begin_session_on(parent),
+        None => db.begin_session(),
+    };
+    assert_eq!(session.prev_root(), root_of(base));
+    let mut after = base.clone();
+    for (k, v) in writes {
+        assert_eq!(
+            session.read(&key(*k)).unwrap().as_ref(),
+            after.get(&key(*k))
+        );
+        session.write(key(*k), v.clone());
+        match v {
+            Some(v) => after.insert(key(*k), v.clone()),
+            None => after.remove(&key(*k)),
+        };
+    }
+    let finished = session.finish()?;
+    assert_eq!(finished.prev_root(), root_of(base));
+    assert_eq!(finished.root(), root_of(&after));
+    assert_eq!(
+        finished
+            .witness()
+            .verify_update(&finished.prev_root())
+            .unwrap(),
+        finished.root()
+    );
+    let overlay = finished.into_overlay();
+    assert_eq!(overlay.root(), root_of(&after));
+    Ok((overlay, after))
+}
+
+/// A database holding keys 0..300.
+fn setup(dir: &tempfile::TempDir) -> (Db, Model) {
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    let writes: Vec<_> = (0..300).map(|i| (i, Some(vec![i as u8; 5]))).collect();
+    let (o, model) = build(&db, None, &Model::new(), &writes).unwrap();
+    o.commit().unwrap();
+    (db, model)
+}
+
+#[test]
+fn two_competing_children_of_one_parent_and_the_winner_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, base) = setup(&dir);
+    let (parent, p) = build(&db, None, &base, &[(1, None), (400, Some(vec![4; 40]))]).unwrap();
+    let (a, a_model) = build(
+        &db,
+        Some(&parent),
+        &p,
+        &[(2, Some(vec![22])), (1, Some(vec![11]))],
+    )
+    .unwrap();
+    let (b, b_model) = build(&db, Some(&parent), &p, &[(2, Some(vec![33])), (401, None)]).unwrap();
+    // Nothing is durable or visible yet.
+    assert_eq!(db.root(), root_of(&base));
+    assert_eq!(db.read(&key(400)).unwrap(), None);
+    for (o, m) in [(&a, &a_model), (&b, &b_model), (&parent, &p)] {
+        for k in [1, 2, 3, 400, 401] {
+            assert_eq!(o.read(&key(k)).unwrap().as_ref(), m.get(&key(k)));
+        }
+    }
+    a.commit().unwrap();
+    assert!(parent.is_committed() && a.is_committed());
+    assert_eq!(db.root(), root_of(&a_model));
+    assert_eq!(db.read(&key(2)).unwrap(), Some(vec![22]));
+    assert!(matches!(b.commit(), Err(Error::StaleSession)));
+    // The loser still reads its own state, and a session on it is refused.
+    assert_eq!(b.read(&key(2)).unwrap(), Some(vec![33]));
+    assert!(matches!(
+        build(&db, Some(&b), &b_model, &[(5, None)]),
+        Err(Error::StaleSession)
+    ));
+    // Committing the winner again does nothing.
+    a.commit().unwrap();
+    drop((a, b, parent));
+    drop(db);
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    assert_eq!(db.root(), root_of(&a_model));
+}
+
+#[test]
+fn a_chain_of_64_overlays_reads_through_and_commits_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mut model) = setup(&dir);
+    let mut chain: Vec<Overlay> = Vec::new();
+    for n in 0..64u64 {
+        let writes = [
+            (n, Some(vec![n as u8, 1])),
+            (1000 + n, Some(vec![7; 50])),
+            (n + 100, None),
+        ];
+        let (o, m) = build(&db, chain.last(), &model, &writes).unwrap();
+        chain.push(o);
+        model = m;
+    }
+    let last = chain.last().unwrap();
+    for k in (0..300).chain(1000..1064) {
+        assert_eq!(last.read(&key(k)).unwrap().as_ref(), model.get(&key(k)));
+    }
+    // A proof at the tip of the chain, before anything is committed.
+    let session = db.begin_session_on(last);
+    let proof = session.prove(&[key(5), key(120), key(5000)]).unwrap();
+    let verified = proof.verify(&last.root()).unwrap();
+    verified
+        .confirm(&key(5), Some(&hash_value(&model[&key(5)])))
+        .unwrap();
+    verified.confirm(&key(120), None).unwrap();
+    verified.confirm(&key(5000), None).unwrap();
+    drop(session);
+    // Committing the tip commits all 64 first.
+    last.commit().unwrap();
+    assert!(chain.iter().all(Overlay::is_committed));
+    assert_eq!(db.root(), root_of(&model));
+    for k in (0..300).chain(1000..1064) {
+        assert_eq!(db.read(&key(k)).unwrap().as_ref(), model.get(&key(k)));
+    }
+}
+
+#[test]
+fn sessions_on_an_overlay_see_its_state_while_its_ancestors_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, base) = setup(&dir);
+    let (first, m1) = build(&db, None, &base, &[(1, Some(vec![1, 1]))]).unwrap();
+    let (second, m2) = build(&db, Some(&first), &m1, &[(2, Some(vec![2, 2]))]).unwrap();
+    let session = db.begin_session_on(&second);
+    std::thread::scope(|s| {
+        s.spawn(|| first.commit().unwrap());
+        for _ in 0..200 {
+            for k in [1, 2, 3] {
+                assert_eq!(session.read(&key(k)).unwrap().as_ref(), m2.get(&key(k)));
+            }
+        }
+    });
+    // Its base's parent is committed now: it builds and commits on top.
+    session.write(key(3), None);
+    let mut m3 = m2.clone();
+    m3.remove(&key(3));
+    let out = session.commit_and_prove().unwrap();
+    assert_eq!(out.root, root_of(&m3));
+    assert_eq!(out.witness.verify_update(&out.prev_root).unwrap(), out.root);
+    assert!(second.is_committed());
+    assert_eq!(db.root(), root_of(&m3));
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// A session on the database (`None`) or on a live overlay (by index,
+    /// modulo their number), finished into an overlay.
+    Build(Option<usize>, Vec<(u64, Option<u8>)>),
+    Commit(usize),
+    Drop(usize),
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let writes = prop::collection::vec((0u64..40, prop::option::of(any::<u8>())), 0..6);
+    prop_oneof![
+        4 => (prop::option::of(0usize..8), writes).prop_map(|(on, w)| Op::Build(on, w)),
+        2 => (0usize..8).prop_map(Op::Commit),
+        1 => (0usize..8).prop_map(Op::Drop),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// A value of `n` bytes for byte `b`: some inline, some in overflow space.
+fn value(b: u8) -> Vec<u8> {
+    vec![b; 1 + (b as usize % 4) * 150]
+}
+
+proptest! {
+    #![proptest_config(common::cases(12))]
+
+    /// Random trees of overlays: every root, witness and read against a
+    /// model; a commit succeeds exactly when the committed state lies on the
+    /// overlay's chain.
+    #[test]
+    fn random_trees_of_overlays_match_a_model(ops in prop::collection::vec(op(), 1..24)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Db::open(Options::new(dir.path())).unwrap();
+        // State 0 is the empty database; overlay states get ids from 1. Two
+        // states are the same when their height and root are.
+        let mut states: HashMap<usize, Model> = HashMap::from([(0, Model::new())]);
+        let mut parent_of: HashMap<usize, usize> = HashMap::new();
+        let mut height: HashMap<usize, usize> = HashMap::from([(0, 0)]);
+        // The committed state, and the overlays committed as themselves.
+        let mut committed = 0usize;
+        let mut done: std::collections::HashSet<usize> = Default::default();
+        let mut live: Vec<(usize, Overlay)> = Vec::new();
+        // Whether state `target` is `id`'s or one of its ancestors'.
+        let on_chain = |parent_of: &HashMap<usize, usize>, height: &HashMap<usize, usize>,
+                        states: &HashMap<usize, Model>, mut id: usize, target: usize| loop {
+            if height[&id] == height[&target] && root_of(&states[&id]) == root_of(&states[&target]) {
+                return true;
+            }
+            match parent_of.get(&id) {
+                Some(&p) => id = p,
+                None => return false,
+            }
+        };
+        for op in ops {
+            match op {
+                Op::Build(on, writes) => {
+                    let on = on.filter(|_| !live.is_empty()).map(|i| i % live.len());
+                    let base_id = on.map_or(committed, |i| live[i].0);
+                    let writes: Vec<_> = writes.into_iter().map(|(k, v)| (k, v.map(value))).collect();
+                    let result = build(&db, on.map(|i| &live[i].1), &states[&base_id], &writes);
+                    let expected = on_chain(&parent_of, &height, &states, base_id, committed);
+                    match result {
+                        Ok((overlay, model)) => {
+                            prop_assert!(expected, "built off the chain");
+                            let id = states.len();
+                            states.insert(id, model);
+                            parent_of.insert(id, base_id);
+                            height.insert(id, height[&base_id] + 1);
+                            live.push((id, overlay));
+                        }
+                        Err(Error::StaleSession) => prop_assert!(!expected, "refused on the chain"),
+                        Err(e) => panic!("build: {e}"),
+                    }
+                }
+                Op::Commit(i) if !live.is_empty() => {
+                    let (id, overlay) = &live[i % live.len()];
+                    // Committed before (itself, or as an ancestor), or its
+                    // state is the committed one: nothing to do.
+                    let same = height[id] == height[&committed]
+                        && root_of(&states[id]) == root_of(&states[&committed]);
+                    let already = done.contains(id) || same;
+                    let expected = already || on_chain(&parent_of, &height, &states, *id, committed);
+                    if overlay.is_committed() {
+                        prop_assert!(already);
+                    }
+                    match overlay.commit() {
+                        Ok(()) => {
+                            prop_assert!(expected, "committed off the chain");
+                            if !already {
+                                let mut n = *id;
+                                while done.insert(n) {
+                                    match parent_of.get(&n) {
+                                        Some(&p) => n = p,
+                                        None => break,
+                                    }
+                                }
+                                committed = *id;
+                            }
+                        }
+                        Err(Error::StaleSession) => prop_assert!(!expected, "refused on the chain"),
+                        Err(e) => panic!("commit: {e}"),
+                    }
+                    prop_assert_eq!(db.root(), root_of(&states[&committed]));
+                }
+                Op::Drop(i) if !live.is_empty() => {
+                    live.remove(i % live.len());
+                }
+                Op::Reopen => {
+                    live.clear();
+                    drop(db);
+                    db = Db::open(Options::new(dir.path())).unwrap();
+                    prop_assert_eq!(db.root(), root_of(&states[&committed]));
+                }
+                _ => {}
+            }
+            for (id, overlay) in &live {
+                for k in [0u64, 7, 13, 39] {
+                    let read = overlay.read(&key(k)).unwrap();
+                    prop_assert_eq!(read.as_ref(), states[id].get(&key(k)));
+                }
+            }
+            for k in [0u64, 7, 13, 39] {
+                let read = db.read(&key(k)).unwrap();
+                prop_assert_eq!(read.as_ref(), states[&committed].get(&key(k)));
+            }
+        }
+    }
+}
