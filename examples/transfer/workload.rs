@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pagetrie::{Db, Error, ImportProgress, Metrics, Options};
+use pagetrie::{Db, Error, Finished, ImportProgress, Metrics, Options, Overlay};
 
 /// The key of account `id`.
 pub fn account_key(id: u64) -> [u8; 32] {
@@ -288,11 +288,32 @@ pub fn run_workload(
     accounts: &mut Accounts,
     config: &Config,
 ) -> Result<WorkloadStats, Error> {
+    let (mut stats, finished, before, os_before) = execute(db, None, accounts, config)?;
+    let commit_start = Instant::now();
+    finished.commit()?;
+    stats.commit_and_prove = stats.finish + commit_start.elapsed();
+    stats.total += commit_start.elapsed();
+    account(db, &before, os_before, &mut stats);
+    Ok(stats)
+}
+
+/// Plans a workload's transfers and executes them in a session on `parent`
+/// (the database if `None`), then finishes it; returns its figures so far,
+/// with the metrics and OS counters from before it.
+fn execute(
+    db: &Db,
+    parent: Option<&Overlay>,
+    accounts: &mut Accounts,
+    config: &Config,
+) -> Result<(WorkloadStats, Finished, Metrics, (u64, u64)), Error> {
     let transfers = plan_transfers(accounts, config)?;
     let before = db.metrics();
     let os_before = os_io_bytes();
     let start = Instant::now();
-    let session = db.begin_session();
+    let session = match parent {
+        Some(parent) => db.begin_session_on(parent),
+        None => db.begin_session(),
+    };
     let (read_time, reads) = on_threads(&transfers, config.threads, |slice| {
         execute_transfers(
             slice,
@@ -307,20 +328,71 @@ pub fn run_workload(
         reads,
         ..WorkloadStats::default()
     };
-    let commit_start = Instant::now();
+    let finish_start = Instant::now();
     let finished = session.finish()?;
-    stats.finish = commit_start.elapsed();
-    let out = finished.commit()?;
-    stats.commit_and_prove = commit_start.elapsed();
+    stats.finish = finish_start.elapsed();
     stats.total = start.elapsed();
-    stats.witness_bytes = out.witness.encoded_len() as u64;
-    stats.account_updates = out.witness.writes.len() as u64;
-    stats.root = out.root;
+    stats.witness_bytes = finished.witness().encoded_len() as u64;
+    stats.account_updates = finished.witness().writes.len() as u64;
+    stats.root = finished.root();
+    Ok((stats, finished, before, os_before))
+}
+
+/// Adds the disk and cache figures since `before` and `os_before` to `stats`.
+fn account(db: &Db, before: &Metrics, os_before: (u64, u64), stats: &mut WorkloadStats) {
     let os_after = os_io_bytes();
     stats.os_read_bytes = os_after.0 - os_before.0;
     stats.os_write_bytes = os_after.1 - os_before.1;
-    delta(&before, &db.metrics(), &mut stats);
-    Ok(stats)
+    delta(before, &db.metrics(), stats);
+}
+
+/// Workloads as a pipeline: each executes on the overlay of the one before
+/// while that one is committed on another thread.
+#[derive(Default)]
+pub struct Pipeline {
+    parent: Option<Overlay>,
+    committing: Option<std::thread::JoinHandle<Result<Duration, Error>>>,
+}
+
+impl Pipeline {
+    /// Runs one workload: executes and finishes it on the previous one's
+    /// overlay, waits for the previous commit, and starts its own. Its
+    /// `total` is the time the pipeline took for it (execution, finish and
+    /// the wait); `commit_and_prove` is its finish plus the previous
+    /// workload's commit, which ran meanwhile.
+    pub fn run(
+        &mut self,
+        db: &Db,
+        accounts: &mut Accounts,
+        config: &Config,
+    ) -> Result<WorkloadStats, Error> {
+        let start = Instant::now();
+        let (mut stats, finished, before, os_before) =
+            execute(db, self.parent.as_ref(), accounts, config)?;
+        let overlay = finished.into_overlay();
+        let previous = self.wait()?;
+        stats.commit_and_prove = stats.finish + previous;
+        let committing = overlay.clone();
+        self.committing = Some(std::thread::spawn(move || {
+            let started = Instant::now();
+            committing.commit()?;
+            Ok(started.elapsed())
+        }));
+        self.parent = Some(overlay);
+        stats.total = start.elapsed();
+        account(db, &before, os_before, &mut stats);
+        Ok(stats)
+    }
+
+    /// Waits for the commit in flight, if any; returns how long it took.
+    pub fn wait(&mut self) -> Result<Duration, Error> {
+        match self.committing.take() {
+            Some(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            None => Ok(Duration::ZERO),
+        }
+    }
 }
 
 /// Drops the OS page cache; false if not permitted.

@@ -71,8 +71,9 @@ pub(super) struct Base {
     /// The committed state under `unwritten`; pinned.
     pub(super) below: Head,
     pin: Pin,
-    /// The overlay `head` is, while it was uncommitted.
-    pub(super) parent: Option<Overlay>,
+    /// The overlay `head` is, while it is uncommitted: cut once it commits,
+    /// so a pipeline of overlays does not keep its whole history alive.
+    parent: Mutex<Option<Overlay>>,
     /// The changes from `below` to `head`; `None` when they are the same.
     pub(super) unwritten: Option<Unwritten>,
     /// Overlays whose changes `unwritten` holds.
@@ -87,9 +88,22 @@ impl Base {
             head,
             below: head,
             pin,
-            parent: None,
+            parent: Mutex::new(None),
             unwritten: None,
             covers: 0,
+        }
+    }
+
+    /// The uncommitted overlay it builds on, if any.
+    pub(super) fn parent(&self) -> Option<Overlay> {
+        self.parent.lock().clone()
+    }
+
+    /// Commits the uncommitted overlay it builds on, if any.
+    pub(super) fn commit_parent(&self) -> Result<(), Error> {
+        match self.parent() {
+            Some(parent) => parent.commit(),
+            None => Ok(()),
         }
     }
 
@@ -104,7 +118,7 @@ impl Base {
                 head: node.head,
                 below: node.head,
                 pin: Pin::at(shared, node.head.seqno),
-                parent: None,
+                parent: Mutex::new(None),
                 unwritten: None,
                 covers: 0,
             };
@@ -113,7 +127,7 @@ impl Base {
         // covers it (commits only take ancestors off its bottom); rebuilt
         // without those, so their changes are not held twice.
         let mut live = vec![overlay.clone()];
-        while let Some(parent) = live.last().and_then(|o| o.node.base.parent.clone()) {
+        while let Some(parent) = live.last().and_then(|o| o.node.base.parent()) {
             if parent.node.committed.load(Ordering::SeqCst) {
                 break;
             }
@@ -134,7 +148,7 @@ impl Base {
             head: node.head,
             below,
             pin: Pin::at(shared, below.seqno),
-            parent: Some(overlay.clone()),
+            parent: Mutex::new(Some(overlay.clone())),
             unwritten: Some(unwritten),
             covers: live.len(),
         }
@@ -148,12 +162,12 @@ impl Base {
         if now == self.head || now == self.below {
             return true;
         }
-        let mut next = self.parent.clone();
+        let mut next = self.parent();
         while let Some(o) = next {
             if o.node.head == now {
                 return true;
             }
-            next = o.node.base.parent.clone();
+            next = o.node.base.parent();
         }
         false
     }
@@ -280,15 +294,15 @@ impl Overlay {
         // height): nothing to write.
         if self.is_committed() || self.node.shared.versions.head() == self.node.head {
             self.node.committed.store(true, Ordering::SeqCst);
+            self.node.base.parent.lock().take();
             return Ok(());
         }
-        if let Some(parent) = &self.node.base.parent {
-            parent.commit()?;
-        }
+        self.node.base.commit_parent()?;
         // A refused or failed commit consumed it: it stays refused.
         let prepared = pending.take().ok_or(Error::StaleSession)?;
         self.node.shared.commit_prepared(prepared)?;
         self.node.committed.store(true, Ordering::SeqCst);
+        self.node.base.parent.lock().take();
         Ok(())
     }
 

@@ -46,9 +46,7 @@ impl Finished {
     /// [`Error::CommitDurable`] and [`Error::CommitInDoubt`] for what other
     /// errors mean.
     pub fn commit(self) -> Result<CommitOutput, Error> {
-        if let Some(parent) = &self.base.parent {
-            parent.commit()?;
-        }
+        self.base.commit_parent()?;
         self.shared.commit_prepared(self.prepared)
     }
 
