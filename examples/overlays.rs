@@ -27,6 +27,9 @@ struct Args {
     reads: u64,
 }
 
+/// One way to read an account.
+type Reader<'a> = dyn Fn(&[u8; 32]) -> Result<Option<Vec<u8>>, Error> + 'a;
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
@@ -122,7 +125,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         started.elapsed()
     );
     let tip = chain.last().ok_or("an empty chain")?;
-    let time_reads = |read: &dyn Fn(&[u8; 32]) -> Result<Option<Vec<u8>>, Error>| {
+    let time_reads = |read: &Reader| {
         let started = Instant::now();
         for r in 0..args.reads {
             read(&key(r.wrapping_mul(0x9e37_79b9) % args.accounts))?;
