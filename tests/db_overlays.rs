@@ -47,6 +47,12 @@ fn build(
     }
     let finished = session.finish()?;
     assert_eq!(finished.prev_root(), root_of(base));
+    // The witness proves every key read or written at the base.
+    let verified = finished.witness().verify(&finished.prev_root()).unwrap();
+    for (k, _) in writes {
+        let before = base.get(&key(*k)).map(|v| hash_value(v));
+        verified.confirm(&key(*k), before.as_ref()).unwrap();
+    }
     assert_eq!(finished.root(), root_of(&after));
     assert_eq!(
         finished

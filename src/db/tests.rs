@@ -389,3 +389,51 @@ fn a_second_handle_is_refused() {
         Err(Error::Locked)
     ));
 }
+
+#[test]
+fn a_crash_while_a_chain_of_overlays_commits_leaves_a_whole_prefix_of_it() {
+    // Blocks 2 to 5 as a chain of overlays on block 1; committing the tip
+    // commits them in order. A fault at any write, then a power loss: the
+    // database holds block 1 plus a whole prefix of the chain.
+    let models = models(5);
+    let mut seen = std::collections::BTreeSet::new();
+    for fail_at in (0..60).step_by(4) {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::none());
+        let mut options = Options::new(dir.path());
+        options.faults = Some(faults.clone());
+        let db = Db::open(options).unwrap();
+        commit(&db, 1).unwrap();
+        let mut tip: Option<crate::Overlay> = None;
+        for n in 2..=5 {
+            let session = match &tip {
+                Some(parent) => db.begin_session_on(parent),
+                None => db.begin_session(),
+            };
+            for (k, v) in block(n) {
+                session.write(k, v);
+            }
+            tip = Some(session.finish().unwrap().into_overlay());
+        }
+        let tip = tip.unwrap();
+        assert_eq!(tip.root(), root_of(&models[5]));
+        faults.writes_left.store(fail_at, Ordering::SeqCst);
+        let committed = tip.commit().is_ok();
+        faults
+            .lose_power(&db.parts().0.files(), PowerLoss::from_seed(Some(fail_at)))
+            .unwrap();
+        drop(tip);
+        drop(db);
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        let state = (1..=5)
+            .find(|&n| db.root() == root_of(&models[n]))
+            .unwrap_or_else(|| panic!("fail_at {fail_at}: a root of no prefix"));
+        assert_state(&db, &models[state]);
+        if committed {
+            assert_eq!(state, 5, "fail_at {fail_at}: an acknowledged commit lost");
+        }
+        seen.insert(state);
+    }
+    // The faults landed all along the chain, and past it.
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+}
