@@ -36,7 +36,7 @@ use versions::{Head, Versions};
 pub(crate) type KeyedValues = Vec<(KeyPath, Option<Vec<u8>>)>;
 
 use crate::page_store::PageStore;
-use crate::store::{Store, StoreConfig, Target};
+use crate::store::{Store, StoreConfig};
 use crate::trie::page::PAGE_SIZE;
 use crate::trie::proof::MultiProof;
 use crate::trie::{KeyPath, Node};
@@ -198,7 +198,7 @@ impl Db {
             keys_stored: s.values.len() as u64,
             ram_index_bytes: (s.pages.index_bytes() + s.values.ram_bytes()) as u64,
             buckets: s.values.buckets() as u64,
-            direct_io: s.store.file(Target::Pages).is_direct(),
+            direct_io: s.store.is_direct(),
             opened_from_catalog: s.opened_from_catalog,
             io_uring: io.is_uring(),
             io_fallback: io.fallback_reason().map(str::to_owned),

@@ -11,8 +11,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{select, unbounded, Receiver, Sender};
 
 use super::Shared;
-use crate::block::{Block, BLOCK_SIZE};
-use crate::io::{Done, Job, Op};
+use crate::io::Done;
 use crate::page_store::Fetch;
 use crate::store::Target;
 use crate::trie::page_id::{PageId, MAX_PAGE_LEVEL};
@@ -140,14 +139,7 @@ impl Fetcher {
         let tag = self.next_tag;
         self.next_tag += 1;
         self.in_flight.insert(tag, (target, slot, wanted));
-        shared.store.io().submit(Job {
-            file: shared.store.file(target).clone(),
-            op: Op::Read,
-            offset: slot as u64 * BLOCK_SIZE as u64,
-            block: Block::for_read(),
-            tag,
-            reply: reply.clone(),
-        });
+        shared.store.start_read(target, slot, tag, reply);
     }
 
     fn arrived(&mut self, shared: &Arc<Shared>, done: Done) {

@@ -33,7 +33,8 @@ use slot_map::SlotMap;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{
-    create_dir_durable, may_still_land, sync_dir, DataFile, DirLock, Io, IoBackend, Op, Pending,
+    create_dir_durable, may_still_land, sync_dir, DataFile, DirLock, Done, Io, IoBackend, Job, Op,
+    Pending,
 };
 use crate::trie::{Node, TERMINATOR};
 use crate::Error;
@@ -456,6 +457,30 @@ impl Store {
     /// The file behind `target`.
     pub(crate) fn file(&self, target: Target) -> &Arc<DataFile> {
         &self.targets[target as usize]
+    }
+
+    /// Starts reading slot `slot` of `target`: the block arrives on `reply`,
+    /// tagged `tag`. For a reader that keeps many reads in flight.
+    pub(crate) fn start_read(
+        &self,
+        target: Target,
+        slot: u32,
+        tag: u64,
+        reply: &crossbeam_channel::Sender<Done>,
+    ) {
+        self.io.submit(Job {
+            file: self.file(target).clone(),
+            op: Op::Read,
+            offset: slot as u64 * BLOCK_SIZE as u64,
+            block: Block::for_read(),
+            tag,
+            reply: reply.clone(),
+        });
+    }
+
+    /// Whether the data files bypass the OS page cache.
+    pub(crate) fn is_direct(&self) -> bool {
+        self.file(Target::Pages).is_direct()
     }
 
     /// Reads block `index` of `target` and waits for it.
