@@ -19,9 +19,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::slot_map::{SlotMap, SLOTTED};
-use super::{Meta, Target};
+use super::{write_blocks, Meta, Target};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::io::{sync_dir, DataFile, Io, Op};
+use crate::io::{sync_dir, DataFile, Io};
 use crate::Error;
 
 pub(super) const LOG: &str = "catalog.log";
@@ -445,23 +445,6 @@ impl SnapshotWriter<'_> {
         self.pending.drain(..whole);
         Ok(())
     }
-}
-
-fn write_blocks(
-    io: &Io,
-    file: &Arc<DataFile>,
-    first: u64,
-    blocks: Vec<BlockBuf>,
-) -> Result<(), Error> {
-    io.run_all(blocks.into_iter().enumerate().map(|(i, b)| {
-        (
-            file.clone(),
-            Op::Write,
-            (first + i as u64) * BLOCK_SIZE as u64,
-            b,
-        )
-    }))
-    .map(drop)
 }
 
 #[cfg(test)]

@@ -774,8 +774,8 @@ fn validate(
     Ok(after)
 }
 
-/// Writes `blocks` to `file` from block `first` on and syncs it.
-fn write_synced(
+/// Writes `blocks` to `file` from block `first` on.
+fn write_blocks(
     io: &Io,
     file: &Arc<DataFile>,
     first: u64,
@@ -788,7 +788,18 @@ fn write_synced(
             (first + i as u64) * BLOCK_SIZE as u64,
             b,
         )
-    }))?;
+    }))
+    .map(drop)
+}
+
+/// Writes `blocks` to `file` from block `first` on and syncs it.
+fn write_synced(
+    io: &Io,
+    file: &Arc<DataFile>,
+    first: u64,
+    blocks: Vec<BlockBuf>,
+) -> Result<(), Error> {
+    write_blocks(io, file, first, blocks)?;
     file.sync()
 }
 
