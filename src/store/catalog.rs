@@ -129,11 +129,69 @@ impl Catalog {
     }
 }
 
+/// Log payloads kept in RAM up to this many bytes, so that a fold reads only
+/// the snapshot back: the log, just written, is slow to read on a busy disk.
+pub(super) const RECENT_MAX: usize = 64 << 20;
+
+/// The records since the snapshot, kept in RAM while they are small.
+#[derive(Default)]
+pub(super) struct Recent {
+    /// The commit the snapshot describes.
+    pub(super) base: u64,
+    /// The payloads of commits `base + 1` on, in order; `None` once too
+    /// large (a fold then reads the log).
+    pub(super) payloads: Option<Vec<u8>>,
+}
+
+impl Recent {
+    /// Starts again after a snapshot of commit `base`.
+    pub(super) fn restart(&mut self, base: u64) {
+        self.base = base;
+        self.payloads = Some(Vec::new());
+    }
+
+    /// Adds the record of the next commit (its blocks, as `record` made them).
+    pub(super) fn push(&mut self, record: &[BlockBuf]) {
+        let Some(payloads) = &mut self.payloads else {
+            return;
+        };
+        let header = &record[0].0;
+        let len = u64::from_le_bytes(header[24..32].try_into().unwrap_or_default()) as usize;
+        if payloads.len() + len > RECENT_MAX {
+            self.payloads = None;
+            return;
+        }
+        let mut left = len;
+        for (i, block) in record.iter().enumerate() {
+            let from = if i == 0 { RECORD_HEADER } else { 0 };
+            let take = left.min(BLOCK_SIZE - from);
+            payloads.extend_from_slice(&block.0[from..from + take]);
+            left -= take;
+        }
+    }
+
+    /// The catalog of `durable`: the snapshot read back, with these records
+    /// over it; `None` if the snapshot is not the one they follow, or
+    /// anything fails.
+    pub(super) fn fold(&self, dir: &Path, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
+        let payloads = self.payloads.as_ref()?;
+        let (base, _, mut bytes) = read_snapshot(dir)?;
+        if base != self.base {
+            return None;
+        }
+        bytes.extend_from_slice(payloads);
+        fold(bytes, durable, map)
+    }
+}
+
 /// What open found of the catalog.
 pub(super) struct Found {
     /// The fingerprint seed the notes were made with.
     pub(super) seed: u64,
     pub(super) snapshot_blocks: u64,
+    /// The commit the snapshot describes, and the payloads of the log's
+    /// records after it, if they fit [`RECENT_MAX`].
+    pub(super) recent: Recent,
     /// Where the next record goes, in blocks; nothing lies past it.
     pub(super) log_end: u64,
     /// `None`: unusable.
@@ -161,6 +219,7 @@ pub(super) fn load(
     Ok(Found {
         seed: fresh_seed,
         snapshot_blocks: 0,
+        recent: Recent::default(),
         log_end: 0,
         catalog: None,
     })
@@ -178,25 +237,12 @@ fn discard(dir: &Path, log: &DataFile) -> Result<(), Error> {
 
 /// The usable catalog and the log's length in bytes, or `None`.
 fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
-    let snapshot = std::fs::read(dir.join(SNAPSHOT)).ok()?;
-    let header = snapshot.get(..BLOCK_SIZE)?;
-    if &header[0..8] != SNAPSHOT_MAGIC
-        || u64_at(header, CHECKSUM) != twox_hash::XxHash3_64::oneshot(&header[..CHECKSUM])
-        || u64_at(header, 8) != VERSION
-    {
+    let (base, seed, mut bytes) = read_snapshot(dir)?;
+    if base > durable.seqno {
         return None;
     }
-    let (base, seed) = (u64_at(header, 16), u64_at(header, 24));
-    let len = usize::try_from(u64_at(header, 32)).ok()?;
-    let padded = len.checked_next_multiple_of(BLOCK_SIZE)?;
-    let body = snapshot.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
-    if chained_sum(body.chunks(BLOCK_SIZE)) != u64_at(header, 40) || base > durable.seqno {
-        return None;
-    }
-    let snapshot_blocks = snapshot.len().div_ceil(BLOCK_SIZE) as u64;
-    let mut bytes = snapshot;
-    bytes.drain(..BLOCK_SIZE);
-    bytes.truncate(len);
+    let snapshot_blocks = 1 + bytes.len().div_ceil(BLOCK_SIZE) as u64;
+    let snapshot_len = bytes.len();
 
     // The records after the snapshot, up to the durable commit.
     let log = std::fs::read(dir.join(LOG)).unwrap_or_default();
@@ -214,16 +260,45 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
     if last != durable.seqno {
         return None;
     }
+    let recent = Recent {
+        base,
+        payloads: (bytes.len() - snapshot_len <= RECENT_MAX)
+            .then(|| bytes[snapshot_len..].to_vec()),
+    };
     let catalog = fold(bytes, durable, map)?;
     Some((
         Found {
             seed,
             snapshot_blocks,
+            recent,
             log_end: (at / BLOCK_SIZE) as u64,
             catalog: Some(catalog),
         },
         log.len() as u64,
     ))
+}
+
+/// The snapshot's commit, seed and notes, if it is whole.
+fn read_snapshot(dir: &Path) -> Option<(u64, u64, Vec<u8>)> {
+    let snapshot = std::fs::read(dir.join(SNAPSHOT)).ok()?;
+    let header = snapshot.get(..BLOCK_SIZE)?;
+    if &header[0..8] != SNAPSHOT_MAGIC
+        || u64_at(header, CHECKSUM) != twox_hash::XxHash3_64::oneshot(&header[..CHECKSUM])
+        || u64_at(header, 8) != VERSION
+    {
+        return None;
+    }
+    let (base, seed) = (u64_at(header, 16), u64_at(header, 24));
+    let len = usize::try_from(u64_at(header, 32)).ok()?;
+    let padded = len.checked_next_multiple_of(BLOCK_SIZE)?;
+    let body = snapshot.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
+    if chained_sum(body.chunks(BLOCK_SIZE)) != u64_at(header, 40) {
+        return None;
+    }
+    let mut bytes = snapshot;
+    bytes.drain(..BLOCK_SIZE);
+    bytes.truncate(len);
+    Some((base, seed, bytes))
 }
 
 /// The record at `at`: seqno, payload and where the next begins.

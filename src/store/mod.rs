@@ -251,6 +251,8 @@ struct CatalogState {
     /// unusable: the next snapshot.
     scanned: Notes,
     snapshot_blocks: u64,
+    /// The records since the snapshot, while they fit in RAM.
+    recent: catalog::Recent,
     /// Where the next record goes, in blocks.
     log_end: u64,
     /// The log length from which to fold (raised after a failed fold).
@@ -311,6 +313,7 @@ impl Store {
                 usable,
                 scanned: Notes::default(),
                 snapshot_blocks: found.snapshot_blocks,
+                recent: found.recent,
                 log_end: found.log_end,
                 fold_at: MIN_FOLD_BLOCKS.max(found.snapshot_blocks),
             }),
@@ -372,15 +375,19 @@ impl Store {
             return;
         }
         let durable = self.durable.read().clone();
-        let folded = catalog::load(
-            &self.dir,
-            &self.log,
-            &durable.meta,
-            &durable.map,
-            state.seed,
-        )
-        .ok()
-        .and_then(|found| found.catalog.map(|c| (found.seed, c)));
+        // The records from RAM if they are there, else from the log.
+        let folded = match state.recent.fold(&self.dir, &durable.meta, &durable.map) {
+            Some(c) => Some((state.seed, c)),
+            None => catalog::load(
+                &self.dir,
+                &self.log,
+                &durable.meta,
+                &durable.map,
+                state.seed,
+            )
+            .ok()
+            .and_then(|found| found.catalog.map(|c| (found.seed, c))),
+        };
         let result = match folded {
             Some((seed, c)) if seed == state.seed => {
                 self.replace_snapshot(&mut state, durable.meta.seqno, catalog::Source::Catalog(&c))
@@ -420,6 +427,7 @@ impl Store {
         )?;
         state.snapshot_blocks = blocks;
         state.fold_at = MIN_FOLD_BLOCKS.max(blocks);
+        state.recent.restart(seqno);
         // A crash before this leaves records the snapshot already holds: open
         // skips them.
         self.log.erase()?;
@@ -610,9 +618,13 @@ impl Store {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
         map_file.reserve(meta.map_blocks)?;
-        let log_end = self.catalog.lock().log_end;
+        let mut catalog_state = self.catalog.lock();
+        let log_end = catalog_state.log_end;
         let record_blocks = record.len() as u64;
         self.log.reserve(log_end + record_blocks)?;
+        // Past the last refusal: from here the commit lands or poisons.
+        catalog_state.recent.push(&record);
+        drop(catalog_state);
         let record = (log_end, record);
         let result = self.commit_locked(batch.writes, early, record, &meta, map_file, map_blocks);
         match result {
