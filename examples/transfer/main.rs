@@ -582,25 +582,25 @@ fn table(args: &Args, columns: &[(&str, &Value)]) {
         println!("{line}");
     }
     if let Some((_, s)) = columns.first() {
-        if let Some(catalog) = s["opened_from_catalog"].as_bool() {
-            println!(
-                "  pagetrie open: {}",
-                if catalog {
-                    "from the catalog"
-                } else {
-                    "read every block (no usable catalog)"
-                }
-            );
-        }
-        if let Some(direct) = s["direct_io"].as_bool() {
-            println!(
-                "  pagetrie direct I/O: {}",
-                if direct {
-                    "yes"
-                } else {
-                    "no (tmpfs?): some SSD reads may be OS cache hits"
-                }
-            );
+        // pagetrie's yes-or-no facts: the label, the field, what each value means.
+        let facts = [
+            (
+                "open",
+                "opened_from_catalog",
+                "from the catalog",
+                "read every block (no usable catalog)",
+            ),
+            (
+                "direct I/O",
+                "direct_io",
+                "yes",
+                "no (tmpfs?): some SSD reads may be OS cache hits",
+            ),
+        ];
+        for (label, field, yes, no) in facts {
+            if let Some(fact) = s[field].as_bool() {
+                println!("  pagetrie {label}: {}", if fact { yes } else { no });
+            }
         }
     }
 }

@@ -27,7 +27,6 @@ use crate::Error;
 pub(crate) struct Prepared {
     /// The state it applies to: the head when it commits.
     base: Head,
-    pub(crate) prev_root: Node,
     pub(crate) root: Node,
     writes: KeyedValues,
     pages: Vec<(PageId, Option<Arc<Page>>)>,
@@ -36,6 +35,11 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
+    /// The root it was computed on.
+    pub(crate) fn prev_root(&self) -> Node {
+        self.base.root
+    }
+
     /// Its changes, for an overlay's view: the values with their hashes, and
     /// the pages, shared.
     pub(super) fn unwritten(&self) -> Unwritten {
@@ -197,7 +201,6 @@ impl Shared {
         CommitTimers::add(&self.timers.trie_ns, started);
         Ok(Prepared {
             base: head,
-            prev_root: head.root,
             root: trie.root,
             writes,
             pages: trie.pages,
@@ -225,7 +228,6 @@ impl Shared {
     fn apply(&self, prepared: Prepared, values: Option<ValuePlan>) -> Result<CommitOutput, Error> {
         let Prepared {
             base,
-            prev_root,
             root,
             writes,
             pages,
@@ -265,7 +267,7 @@ impl Shared {
                 .fetch_add(witness.encoded_len() as u64, Ordering::Relaxed);
         }
         Ok(CommitOutput {
-            prev_root,
+            prev_root: base.root,
             root,
             witness,
         })

@@ -135,7 +135,7 @@ impl Base {
         }
         let oldest = &live[live.len() - 1].node;
         let below = oldest.base.head;
-        let unwritten = if live.len() == node.chain_len {
+        let unwritten = if live.len() == 1 + node.base.covers {
             node.view.clone()
         } else {
             let mut view = Unwritten::default();
@@ -174,11 +174,21 @@ impl Base {
 
     /// The value of `key` at `head`.
     pub(super) fn read(&self, shared: &Shared, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        if let Some(value) = self.unwritten.as_ref().and_then(|u| u.values.get(key)) {
-            return Ok(value.as_ref().map(|(_, v)| v.to_vec()));
-        }
-        shared.read_at(self.pin.seqno, key)
+        read_through(self.unwritten.as_ref(), shared, self.pin.seqno, key)
     }
+}
+
+/// The value of `key` in `unwritten` if it changes it, else at commit `pinned`.
+fn read_through(
+    unwritten: Option<&Unwritten>,
+    shared: &Shared,
+    pinned: u64,
+    key: &KeyPath,
+) -> Result<Option<Vec<u8>>, Error> {
+    if let Some(value) = unwritten.and_then(|u| u.values.get(key)) {
+        return Ok(value.as_ref().map(|(_, v)| v.to_vec()));
+    }
+    shared.read_at(pinned, key)
 }
 
 /// A finished session kept in memory, uncommitted: its root and witness, what
@@ -220,8 +230,6 @@ struct OverlayNode {
     own: Unwritten,
     /// The base's view with its own changes over it.
     view: Unwritten,
-    /// Overlays in the chain `view` covers, itself included.
-    chain_len: usize,
     /// The update, until committed (or refused).
     pending: Mutex<Option<Prepared>>,
     committed: AtomicBool,
@@ -232,7 +240,6 @@ impl Overlay {
         let own = prepared.unwritten();
         let mut view = base.unwritten.clone().unwrap_or_default();
         view.extend(&own);
-        let chain_len = 1 + base.covers;
         Overlay {
             node: Arc::new(OverlayNode {
                 shared,
@@ -244,7 +251,6 @@ impl Overlay {
                 base,
                 own,
                 view,
-                chain_len,
                 pending: Mutex::new(Some(prepared)),
                 committed: AtomicBool::new(false),
             }),
@@ -269,10 +275,9 @@ impl Overlay {
 
     /// The value of `key` in its state.
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        if let Some(value) = self.node.view.values.get(key) {
-            return Ok(value.as_ref().map(|(_, v)| v.to_vec()));
-        }
-        self.node.base.read(&self.node.shared, key)
+        // The view holds the base's changes too: one probe, then the store.
+        let node = &self.node;
+        read_through(Some(&node.view), &node.shared, node.base.pin.seqno, key)
     }
 
     /// Whether it is committed.

@@ -24,7 +24,7 @@ pub struct Finished {
 impl Finished {
     /// The root the session started from.
     pub fn prev_root(&self) -> Node {
-        self.prepared.prev_root
+        self.prepared.prev_root()
     }
 
     /// The root once committed.

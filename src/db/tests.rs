@@ -81,6 +81,19 @@ fn commit(db: &Db, n: u64) -> Result<crate::Node, Error> {
     session.commit()
 }
 
+/// A database opened with `options` through a fresh fault plan, with blocks
+/// 1 to `blocks` committed.
+fn faulty_db(options: Options, blocks: u64) -> (Db, Arc<Faults>) {
+    let faults = Arc::new(Faults::none());
+    let mut options = options;
+    options.faults = Some(faults.clone());
+    let db = Db::open(options).unwrap();
+    for n in 1..=blocks {
+        commit(&db, n).unwrap();
+    }
+    (db, faults)
+}
+
 fn root_of(model: &Model) -> crate::Node {
     compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
 }
@@ -104,13 +117,7 @@ fn a_failed_commit_leaves_the_last_durable_state_after_power_loss() {
         let short = fail_at % 2 == 1;
         let seed = (fail_at % 3 == 2).then_some(fail_at * 31 + 7);
         let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::none());
-        let mut options = Options::new(dir.path()).commit_workers(2);
-        options.faults = Some(faults.clone());
-        let db = Db::open(options).unwrap();
-        for n in 1..=3 {
-            commit(&db, n).unwrap();
-        }
+        let (db, faults) = faulty_db(Options::new(dir.path()).commit_workers(2), 3);
         faults.short_writes.store(short, Ordering::SeqCst);
         faults.writes_left.store(fail_at, Ordering::SeqCst);
         let Some(durable) = fail_commit_4(&db) else {
@@ -147,13 +154,7 @@ fn an_error_from_a_failed_sync_says_whether_the_commit_is_durable() {
     for fail_at in 0.. {
         let seed = (fail_at % 2 == 1).then_some(fail_at * 13 + 5);
         let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::none());
-        let mut options = Options::new(dir.path());
-        options.faults = Some(faults.clone());
-        let db = Db::open(options).unwrap();
-        for n in 1..=3 {
-            commit(&db, n).unwrap();
-        }
+        let (db, faults) = faulty_db(Options::new(dir.path()), 3);
         faults.sync_fails_after.store(fail_at, Ordering::SeqCst);
         let Some(durable) = fail_commit_4(&db) else {
             // The data files', the catalog log's, the slot map's and the
@@ -181,13 +182,7 @@ fn open_after_a_crash_reads_the_catalog_whatever_write_the_crash_cut() {
     let models = models(12);
     for fail_at in (0..40).step_by(3) {
         let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::none());
-        let mut options = Options::new(dir.path());
-        options.faults = Some(faults.clone());
-        let db = Db::open(options).unwrap();
-        for n in 1..=11 {
-            commit(&db, n).unwrap();
-        }
+        let (db, faults) = faulty_db(Options::new(dir.path()), 11);
         faults.writes_left.store(fail_at, Ordering::SeqCst);
         let _ = commit(&db, 12);
         let seed = Some(fail_at * 7 + 1);
@@ -268,13 +263,8 @@ fn failed_syncs_and_reads_leave_one_committed_state() {
     let models = models(3);
     for fail in ["sync", "read"] {
         let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::none());
         // No bucket cache, so a commit has to read.
-        let mut options = Options::new(dir.path()).value_cache_mib(0);
-        options.faults = Some(faults.clone());
-        let db = Db::open(options).unwrap();
-        commit(&db, 1).unwrap();
-        commit(&db, 2).unwrap();
+        let (db, faults) = faulty_db(Options::new(dir.path()).value_cache_mib(0), 2);
         let flag = match fail {
             "sync" => &faults.fail_syncs,
             _ => &faults.fail_reads,
@@ -399,11 +389,7 @@ fn a_crash_while_a_chain_of_overlays_commits_leaves_a_whole_prefix_of_it() {
     let mut seen = std::collections::BTreeSet::new();
     for fail_at in (0..60).step_by(4) {
         let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::none());
-        let mut options = Options::new(dir.path());
-        options.faults = Some(faults.clone());
-        let db = Db::open(options).unwrap();
-        commit(&db, 1).unwrap();
+        let (db, faults) = faulty_db(Options::new(dir.path()), 1);
         let mut tip: Option<crate::Overlay> = None;
         for n in 2..=5 {
             let session = match &tip {

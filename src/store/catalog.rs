@@ -14,7 +14,6 @@
 //! block as before, and a fresh snapshot replaces it. The notes' contents are
 //! the stores'; here they are bytes.
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -362,24 +361,34 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 
 /// The record of commit `seqno`, in blocks: the batch's `notes`, plus an
 /// empty note for each slot of `pages` and `buckets` it writes without one
-/// (`written`), so no older note outlives its block. A note for a slot the
-/// commit does not write is a bug above.
+/// (of `written`), so no older note outlives its block. A note for a slot
+/// the commit does not write (one used in its map `after` and not in the
+/// durable `before`), or two for one slot, is a bug above.
 pub(super) fn record(
     seqno: u64,
     notes: &Notes,
-    written: impl Iterator<Item = (Target, u64)>,
+    written: &[(Target, u64)],
+    before: &SlotMap,
+    after: &SlotMap,
 ) -> Result<Vec<BlockBuf>, Error> {
-    let mut unnoted: HashSet<(Target, u64)> =
-        written.filter(|(t, _)| SLOTTED.contains(t)).collect();
+    let mut noted = SlotMap::default();
     for entry in notes.entries() {
         let (_, target, slot, _) =
             entry.map_err(|()| Error::Internal("a malformed catalog note"))?;
-        if !unnoted.remove(&(target, slot as u64)) {
+        let slot = slot as u64;
+        if !after.is_used(target, slot)
+            || before.is_used(target, slot)
+            || noted.is_used(target, slot)
+        {
             return Err(Error::Internal(
                 "a catalog note for a block the commit does not write",
             ));
         }
+        noted.set(target, slot, true);
     }
+    let unnoted = written
+        .iter()
+        .filter(|&&(t, slot)| SLOTTED.contains(&t) && !noted.is_used(t, slot));
     let mut bytes = Vec::with_capacity(RECORD_HEADER + notes.buf.len());
     bytes.extend_from_slice(RECORD_MAGIC);
     bytes.extend_from_slice(&[0; 8]);
@@ -387,7 +396,7 @@ pub(super) fn record(
     bytes.extend_from_slice(&[0; 8]);
     bytes.extend_from_slice(&notes.buf);
     let mut empty = Notes { buf: bytes };
-    for (target, slot) in unnoted {
+    for &(target, slot) in unnoted {
         let slot = u32::try_from(slot).map_err(|_| Error::Internal("a slot past u32"))?;
         empty.add(target, slot, |_| {});
     }
@@ -534,6 +543,19 @@ mod tests {
         }
     }
 
+    /// The record of commit `seqno` writing `written` into an empty store.
+    fn written_by(
+        seqno: u64,
+        notes: &Notes,
+        written: &[(Target, u64)],
+    ) -> Result<Vec<BlockBuf>, Error> {
+        let mut after = SlotMap::default();
+        for &(t, s) in written {
+            after.set(t, s, true);
+        }
+        record(seqno, notes, written, &SlotMap::default(), &after)
+    }
+
     /// The payload of a record as it lies in the log.
     fn payload(blocks: &[BlockBuf], seqno: u64) -> Vec<u8> {
         let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
@@ -552,11 +574,11 @@ mod tests {
             (Target::Buckets, 0),
             (Target::Overflow, 9),
         ];
-        let one = payload(&record(1, &first, written.into_iter()).unwrap(), 1);
+        let one = payload(&written_by(1, &first, &written).unwrap(), 1);
         let mut second = Notes::default();
         second.add(Target::Pages, 2, |b| b.extend_from_slice(b"page two"));
         let written = [(Target::Pages, 2), (Target::Buckets, 3)];
-        let two = payload(&record(2, &second, written.into_iter()).unwrap(), 2);
+        let two = payload(&written_by(2, &second, &written).unwrap(), 2);
         let bytes = [one, two].concat();
 
         let mut map = SlotMap::default();
@@ -578,7 +600,7 @@ mod tests {
     fn a_note_for_a_block_not_written_is_refused() {
         let mut notes = Notes::default();
         notes.add(Target::Pages, 5, |b| b.push(1));
-        let e = record(1, &notes, [(Target::Pages, 4)].into_iter()).err();
+        let e = written_by(1, &notes, &[(Target::Pages, 4)]).err();
         assert!(matches!(e, Some(Error::Internal(_))), "{e:?}");
     }
 
@@ -586,7 +608,7 @@ mod tests {
     fn a_damaged_record_ends_the_log() {
         let mut notes = Notes::default();
         notes.add(Target::Pages, 0, |b| b.extend_from_slice(&[7; 5000]));
-        let blocks = record(3, &notes, [(Target::Pages, 0)].into_iter()).unwrap();
+        let blocks = written_by(3, &notes, &[(Target::Pages, 0)]).unwrap();
         let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
         assert!(parse_record(&log, 0).is_some());
         for at in [0, 9, 17, 25, 40, 4100] {

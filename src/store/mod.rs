@@ -592,7 +592,7 @@ impl Store {
             .copied()
             .chain(batch.writes.iter().map(|w| (w.target, w.index)))
             .collect();
-        let (prev, map) = {
+        let (prev, map, record) = {
             let durable = self.durable.read();
             let map = validate(
                 places.iter().copied(),
@@ -600,7 +600,9 @@ impl Store {
                 &batch.lengths,
                 &durable.map,
             )?;
-            (durable.meta, map)
+            let seqno = durable.meta.seqno + 1;
+            let record = catalog::record(seqno, &batch.notes, &places, &durable.map, &map)?;
+            (durable.meta, map, record)
         };
         let commit = Meta {
             seqno: prev.seqno + 1,
@@ -609,7 +611,6 @@ impl Store {
             prev_lengths: prev.lengths,
             ..Meta::default()
         };
-        let record = catalog::record(commit.seqno, &batch.notes, places.into_iter())?;
         let (meta, map_blocks) = slot_map::encode(commit, &map);
         let map_file = &self.maps[meta.slot() as usize];
         // Room for every write first: a full disk refuses the commit here,
