@@ -22,6 +22,20 @@ pub enum Error {
     InconsistentProofs,
     /// Proof bytes or structure that no honest prover produces.
     MalformedProof(&'static str),
+    /// A state-sync chunk that no honest exporter produces: entries out of
+    /// order or outside its range, or a range cut where chunks are not.
+    MalformedChunk(&'static str),
+    /// A restore was given a chunk that does not start where the state
+    /// restored so far ends.
+    ChunkOutOfOrder {
+        /// Where the next chunk must start; `None` when the state is complete.
+        expected: Option<KeyPath>,
+    },
+    /// A restore was finished before its last chunk was applied.
+    RestoreIncomplete {
+        /// Where the next chunk must start.
+        next_start: KeyPath,
+    },
     /// A value longer than the store accepts ([`crate::MAX_VALUE_LEN`] bytes); the
     /// field is its length.
     ValueTooLarge(usize),
@@ -144,6 +158,18 @@ impl fmt::Display for Error {
             Error::ValueMismatch(k) => write!(f, "proven value differs for key path {}", Hex(k)),
             Error::InconsistentProofs => f.write_str("path proofs disagree where they overlap"),
             Error::MalformedProof(why) => write!(f, "malformed proof: {why}"),
+            Error::MalformedChunk(why) => write!(f, "malformed state-sync chunk: {why}"),
+            Error::ChunkOutOfOrder {
+                expected: Some(start),
+            } => write!(f, "the restore needs a chunk starting at {}", Hex(start)),
+            Error::ChunkOutOfOrder { expected: None } => {
+                f.write_str("the restore is complete and takes no more chunks")
+            }
+            Error::RestoreIncomplete { next_start } => write!(
+                f,
+                "the restore is not complete: the next chunk starts at {}",
+                Hex(next_start)
+            ),
             Error::ValueTooLarge(len) => write!(
                 f,
                 "value of {len} bytes exceeds the limit of {} bytes",

@@ -71,7 +71,7 @@ pub use db::{CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Overl
 pub use error::Error;
 #[cfg(feature = "std")]
 pub use io::IoBackend;
-pub use trie::proof::{MultiProof, Witness};
+pub use trie::proof::{Chunk, MultiProof, Witness};
 pub use trie::{KeyPath, Node, ValueHash};
 
 /// The longest value the database stores, in bytes (4 GiB - 1); longer ones are

@@ -5,7 +5,7 @@
 
 use alloc::vec::Vec;
 
-use super::{LeafData, MultiProof, MultiTerminal, PathProof, Witness};
+use super::{Chunk, LeafData, MultiProof, MultiTerminal, PathProof, Witness};
 use crate::trie::node::{prefix, Node, MAX_DEPTH};
 use crate::Error;
 
@@ -13,6 +13,7 @@ const VERSION: u8 = 1;
 const KIND_PATH: u8 = 1;
 const KIND_MULTI: u8 = 2;
 const KIND_WITNESS: u8 = 3;
+const KIND_CHUNK: u8 = 4;
 const EMPTY: u8 = 0;
 const LEAF: u8 = 1;
 
@@ -203,6 +204,61 @@ impl Witness {
         }
         r.end()?;
         Ok(Witness { proof, writes })
+    }
+}
+
+impl Chunk {
+    /// The chunk's bytes: version, kind, start, end (tag 0 none, 1 then the
+    /// key), entry count, each entry as key, u32 length and value, then the
+    /// encoded proof (length-prefixed).
+    pub fn encode(&self) -> Vec<u8> {
+        let proof = self.proof().encode();
+        let values: usize = self.entries().iter().map(|(_, v)| 36 + v.len()).sum();
+        let mut out = Vec::with_capacity(2 + 33 + 32 + 4 + values + 4 + proof.len());
+        out.extend_from_slice(&[VERSION, KIND_CHUNK]);
+        out.extend_from_slice(self.start());
+        match self.end() {
+            None => out.push(EMPTY),
+            Some(end) => {
+                out.push(LEAF);
+                out.extend_from_slice(end);
+            }
+        }
+        out.extend_from_slice(&(self.entries().len() as u32).to_le_bytes());
+        for (key, value) in self.entries() {
+            out.extend_from_slice(key);
+            // Values are at most crate::MAX_VALUE_LEN (u32::MAX) long.
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(value);
+        }
+        out.extend_from_slice(&(proof.len() as u32).to_le_bytes());
+        out.extend_from_slice(&proof);
+        out
+    }
+
+    /// Parses [`Chunk::encode`]'s output; any other input is an error. The
+    /// chunk still needs [`Chunk::verify`].
+    pub fn decode(bytes: &[u8]) -> Result<Chunk, Error> {
+        let mut r = Reader(bytes);
+        r.header(KIND_CHUNK)?;
+        let start = r.array()?;
+        let end = match r.u8()? {
+            EMPTY => None,
+            LEAF => Some(r.array()?),
+            _ => return Err(Error::MalformedProof("unknown chunk end kind")),
+        };
+        let count = u32::from_le_bytes(r.array()?) as usize;
+        // Each entry takes at least 36 bytes.
+        let mut entries = Vec::with_capacity(count.min(r.0.len() / 36));
+        for _ in 0..count {
+            let key = r.array()?;
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            entries.push((key, r.take(len)?.to_vec()));
+        }
+        let proof_len = u32::from_le_bytes(r.array()?) as usize;
+        let proof = MultiProof::decode(r.take(proof_len)?)?;
+        r.end()?;
+        Ok(Chunk::from_parts(start, end, entries, proof))
     }
 }
 

@@ -1,8 +1,10 @@
 //! Proofs against a root: single-path proofs, multi-proofs that store each shared
-//! sibling once, update verification, an in-memory prover and the byte encoding.
+//! sibling once, update verification, state-sync chunks with range proofs, an
+//! in-memory prover and the byte encoding.
 //!
 //! Everything here is no_std + alloc, so light clients and zk provers can verify.
 
+mod chunk;
 mod codec;
 mod multi;
 mod path;
@@ -10,6 +12,7 @@ mod prover;
 mod walk;
 mod witness;
 
+pub use chunk::Chunk;
 pub use multi::{MultiProof, MultiTerminal, VerifiedMultiProof};
 pub use path::{LeafData, PathProof};
 #[cfg(feature = "std")]

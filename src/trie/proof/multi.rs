@@ -1,11 +1,12 @@
 //! Multi-proofs: the union of many paths, each shared sibling stored once.
 
+use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::ops::Range;
 
 use super::walk::{check_shape, fold};
-use super::{PathProof, Write};
+use super::{LeafData, PathProof, Write};
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
 use crate::trie::node::{
     bit_at, hash_internal, hash_leaf, join_canonical, prefix, shares_prefix, KeyPath, Node,
@@ -104,8 +105,8 @@ impl MultiProof {
         let computed = fold(
             &self.terminals,
             &self.siblings,
-            &mut |_, t| t.node(),
-            &|sibling| *sibling,
+            &mut |_, t| Ok(t.node()),
+            &mut |_, siblings| siblings.take(),
             &|left, right| hash_internal(&left, &right),
         )?;
         if computed != *root {
@@ -125,8 +126,8 @@ impl MultiProof {
         let (old, new) = fold(
             &self.terminals,
             &self.siblings,
-            &mut |i, t| (t.node(), rebuild(t, &writes[per_terminal[i].clone()])),
-            &|sibling| (*sibling, *sibling),
+            &mut |i, t| Ok((t.node(), rebuild(t, &writes[per_terminal[i].clone()]))),
+            &mut |_, siblings| siblings.take().map(|s| (s, s)),
             &|(old_l, new_l), (old_r, new_r)| {
                 (hash_internal(&old_l, &old_r), join_canonical(new_l, new_r))
             },
@@ -161,7 +162,45 @@ impl MultiProof {
         Ok(out)
     }
 
-    fn terminal_of(&self, key: &KeyPath) -> Option<&MultiTerminal> {
+    /// The path proof of each terminal, in order: what a proof of that
+    /// terminal's keys alone would hold. One pass, however many terminals.
+    pub(crate) fn paths(&self) -> Result<Vec<PathProof>, Error> {
+        check_shape(&self.terminals)?;
+        // Each terminal's siblings, collected bottom-up.
+        let (_, collected) = fold(
+            &self.terminals,
+            &self.siblings,
+            &mut |i, t| Ok((t.node(), vec![(i, Vec::new())])),
+            &mut |_, siblings| Ok((siblings.take()?, Vec::new())),
+            &|(left, mut below_left): (Node, Vec<(usize, Vec<Node>)>), (right, below_right)| {
+                for (_, path) in &mut below_left {
+                    path.push(right);
+                }
+                for (i, mut path) in below_right {
+                    path.push(left);
+                    below_left.push((i, path));
+                }
+                (hash_internal(&left, &right), below_left)
+            },
+        )?;
+        Ok(collected
+            .into_iter()
+            .map(|(i, mut siblings)| {
+                siblings.reverse();
+                let t = &self.terminals[i];
+                PathProof {
+                    terminal: t.value_hash.map(|value_hash| LeafData {
+                        key_path: t.path,
+                        value_hash,
+                    }),
+                    siblings,
+                }
+            })
+            .collect())
+    }
+
+    /// The terminal `key`'s path leads to, if the proof covers it.
+    pub(crate) fn terminal_of(&self, key: &KeyPath) -> Option<&MultiTerminal> {
         let i = self
             .terminals
             .partition_point(|t| t.cmp_key(key) == Ordering::Less);

@@ -3,7 +3,7 @@
 use core::cmp::Ordering;
 
 use super::MultiTerminal;
-use crate::trie::node::{bit_at, prefix, Node, MAX_DEPTH};
+use crate::trie::node::{bit_at, prefix, KeyPath, Node, MAX_DEPTH};
 use crate::Error;
 
 /// Rejects terminals that could not come from one trie: deeper than 256, an empty
@@ -38,71 +38,96 @@ fn first_difference(a: &[u8; 32], b: &[u8; 32]) -> Option<(usize, Ordering)> {
     Some((at, a[i].cmp(&b[i])))
 }
 
+/// An off-path subtree the fold meets: its position (the first `depth` bits
+/// of `position`, every later bit zero) and depth.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Gap {
+    pub(super) position: KeyPath,
+    pub(super) depth: usize,
+}
+
+/// The proof's stored siblings, handed out in the order the fold meets gaps.
+pub(super) struct Siblings<'a> {
+    nodes: &'a [Node],
+    next: usize,
+}
+
+impl Siblings<'_> {
+    /// The next stored sibling.
+    pub(super) fn take(&mut self) -> Result<Node, Error> {
+        let node = self
+            .nodes
+            .get(self.next)
+            .ok_or(Error::MalformedProof("too few siblings"))?;
+        self.next += 1;
+        Ok(*node)
+    }
+}
+
 /// Folds the proof's tree bottom-up: every terminal becomes `on_terminal(index,
-/// terminal)`, every sibling (consumed in depth-first, left-to-right order)
-/// becomes `on_sibling`, and every internal position joins its two children.
+/// terminal)`, every off-path subtree becomes `on_gap(gap, siblings)` (which
+/// usually takes the next stored sibling; a range proof computes some gaps
+/// instead), and every internal position joins its two children.
 ///
-/// The terminals must have passed [`check_shape`]. Fails if the siblings run out
-/// or some are left over.
+/// The terminals must have passed [`check_shape`]. Fails if a callback fails or
+/// stored siblings are left over.
 pub(super) fn fold<T>(
     terminals: &[MultiTerminal],
     siblings: &[Node],
-    on_terminal: &mut impl FnMut(usize, &MultiTerminal) -> T,
-    on_sibling: &impl Fn(&Node) -> T,
+    on_terminal: &mut impl FnMut(usize, &MultiTerminal) -> Result<T, Error>,
+    on_gap: &mut impl FnMut(Gap, &mut Siblings) -> Result<T, Error>,
     join: &impl Fn(T, T) -> T,
 ) -> Result<T, Error> {
     let mut walk = Walk {
-        siblings,
-        next_sibling: 0,
+        siblings: Siblings {
+            nodes: siblings,
+            next: 0,
+        },
         on_terminal,
-        on_sibling,
+        on_gap,
         join,
     };
-    let out = walk.subtree(terminals, 0, 0)?;
-    if walk.next_sibling != siblings.len() {
+    let out = walk.subtree(terminals, [0; 32], 0, 0)?;
+    if walk.siblings.next != siblings.len() {
         return Err(Error::MalformedProof("unused siblings"));
     }
     Ok(out)
 }
 
-struct Walk<'a, FT, FS, FJ> {
-    siblings: &'a [Node],
-    next_sibling: usize,
+struct Walk<'a, 's, FT, FS, FJ> {
+    siblings: Siblings<'s>,
     on_terminal: &'a mut FT,
-    on_sibling: &'a FS,
+    on_gap: &'a mut FS,
     join: &'a FJ,
 }
 
-impl<T, FT, FS, FJ> Walk<'_, FT, FS, FJ>
+impl<T, FT, FS, FJ> Walk<'_, '_, FT, FS, FJ>
 where
-    FT: FnMut(usize, &MultiTerminal) -> T,
-    FS: Fn(&Node) -> T,
+    FT: FnMut(usize, &MultiTerminal) -> Result<T, Error>,
+    FS: FnMut(Gap, &mut Siblings) -> Result<T, Error>,
     FJ: Fn(T, T) -> T,
 {
-    /// `terminals` all lie below the position at `depth`; `first` is the index of
+    /// `terminals` all lie below `position` at `depth`; `first` is the index of
     /// `terminals[0]` in the whole proof.
     fn subtree(
         &mut self,
         terminals: &[MultiTerminal],
+        position: KeyPath,
         depth: usize,
         first: usize,
     ) -> Result<T, Error> {
         match terminals {
-            [] => {
-                let sibling = self
-                    .siblings
-                    .get(self.next_sibling)
-                    .ok_or(Error::MalformedProof("too few siblings"))?;
-                self.next_sibling += 1;
-                Ok((self.on_sibling)(sibling))
-            }
+            [] => (self.on_gap)(Gap { position, depth }, &mut self.siblings),
             // check_shape guarantees a terminal at this depth is the only one here.
-            [t] if t.depth as usize == depth => Ok((self.on_terminal)(first, t)),
+            [t] if t.depth as usize == depth => (self.on_terminal)(first, t),
             _ => {
                 // Deeper terminals exist, so depth < 256.
                 let split = terminals.partition_point(|t| !bit_at(&t.path, depth));
-                let left = self.subtree(&terminals[..split], depth + 1, first)?;
-                let right = self.subtree(&terminals[split..], depth + 1, first + split)?;
+                let mut right_position = position;
+                right_position[depth / 8] |= 0x80 >> (depth % 8);
+                let left = self.subtree(&terminals[..split], position, depth + 1, first)?;
+                let right =
+                    self.subtree(&terminals[split..], right_position, depth + 1, first + split)?;
                 Ok((self.join)(left, right))
             }
         }
