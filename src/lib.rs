@@ -67,7 +67,9 @@ pub mod faults {
 }
 
 #[cfg(feature = "std")]
-pub use db::{CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Overlay, Session};
+pub use db::{
+    CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Overlay, Restore, Session,
+};
 pub use error::Error;
 #[cfg(feature = "std")]
 pub use io::IoBackend;

@@ -129,7 +129,7 @@ impl Shared {
 
     /// The caller holds the writer lock, and the stores under `unwritten`
     /// show `head`.
-    fn prove_locked(
+    pub(super) fn prove_locked(
         &self,
         head: Head,
         keys: &[KeyPath],

@@ -7,16 +7,16 @@
 //! page about once, instead of once per block.
 //!
 //! Crash safety comes from building in a staging directory beside the target
-//! and renaming it into place at the end: a kill leaves either no database at
-//! the path or a complete one (a stale staging directory is removed by the next
-//! import).
+//! and renaming it into place at the end ([`Staging`]): a kill leaves either
+//! no database at the path or a complete one (a stale staging directory is
+//! cleared by the next import).
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::staging::Staging;
 use super::{Db, Options};
-use crate::io::{create_dir_durable, sync_dir, DirLock, LOCK_FILE};
 use crate::trie::KeyPath;
 use crate::Error;
 
@@ -73,66 +73,24 @@ impl Db {
         entries: impl IntoIterator<Item = Entry>,
         mut progress: impl FnMut(ImportProgress),
     ) -> Result<Db, Error> {
-        let target = options.path.clone();
-        if fs::read_dir(&target).is_ok_and(|mut d| d.next().is_some()) || target.is_file() {
-            return Err(Error::DirectoryNotEmpty);
-        }
-        let staging = staging_dir(&target)?;
-        // Locked like a database, so a second import to the same path fails
-        // with Error::Locked instead of deleting this one's work.
-        create_dir_durable(&staging)?;
-        let _lock = DirLock::acquire(&staging)?;
-        if fs::read_dir(&target).is_ok_and(|mut d| d.next().is_some()) || target.is_file() {
-            return Err(Error::DirectoryNotEmpty);
-        }
-        // What a killed import left.
-        for entry in fs::read_dir(&staging)? {
-            let entry = entry?;
-            if entry.file_name() != LOCK_FILE {
-                fs::remove_dir_all(entry.path())?;
-            }
-        }
-        let built = build(&options, &staging, entries, &mut progress);
-        if let Err(e) = built {
-            let _ = fs::remove_dir_all(&staging);
+        let staging = Staging::lock(&options.path, "importing")?;
+        staging.clear()?;
+        if let Err(e) = build(&options, &staging, entries, &mut progress) {
+            staging.discard();
             return Err(e);
         }
-        // The import's blocks and sort buffers are free now; its peak need not
-        // stay resident while the database serves.
-        crate::block::release_free();
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: malloc_trim only returns free heap memory to the kernel.
-        unsafe {
-            libc::malloc_trim(0);
-        }
-        // The database appears at the path whole, or not at all.
-        if let Err(e) = fs::rename(staging.join("db"), &target) {
-            let _ = fs::remove_dir_all(&staging);
-            return Err(e.into());
-        }
-        let parent = target.parent().filter(|p| !p.as_os_str().is_empty());
-        sync_dir(parent.unwrap_or(Path::new(".")))?;
-        fs::remove_dir_all(&staging)?;
+        staging.publish()?;
         Db::open(options)
     }
 }
 
-/// `<path>.importing`, beside the target.
-fn staging_dir(target: &Path) -> Result<PathBuf, Error> {
-    let name = target
-        .file_name()
-        .ok_or(Error::DirectoryNotEmpty)?
-        .to_string_lossy();
-    Ok(target.with_file_name(format!("{name}.importing")))
-}
-
 fn build(
     options: &Options,
-    staging: &Path,
+    staging: &Staging,
     entries: impl IntoIterator<Item = Entry>,
     progress: &mut impl FnMut(ImportProgress),
 ) -> Result<(), Error> {
-    let spill = staging.join("spill");
+    let spill = staging.dir().join("spill");
     fs::create_dir_all(&spill)?;
     let total = partition(entries.into_iter().map(Ok), &spill, 0, |n| {
         if n.is_multiple_of(REPORT_EVERY) {
@@ -142,7 +100,7 @@ fn build(
     progress(ImportProgress::Reading { entries: total });
 
     let db = Db::open(Options {
-        path: staging.join("db"),
+        path: staging.db_path(),
         ..options.clone()
     })?;
     let budget = (options.import_memory_mib as u64) << 20;

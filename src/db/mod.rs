@@ -7,12 +7,16 @@
 //! is theirs.
 
 mod commit_order;
+mod export;
 mod import;
 mod metrics;
 mod options;
 mod overlay;
 mod prefetch;
+mod range;
+mod restore;
 mod session;
+mod staging;
 #[cfg(test)]
 mod tests;
 mod versions;
@@ -27,6 +31,7 @@ pub use import::ImportProgress;
 pub use metrics::Metrics;
 pub use options::Options;
 pub use overlay::Overlay;
+pub use restore::Restore;
 pub use session::{CommitOutput, Finished, Session};
 
 use metrics::CommitTimers;

@@ -139,6 +139,32 @@ impl Versions {
         current
     }
 
+    /// The values at commit `base` of the keys in `from..to` (no `to`: to the
+    /// last key) that commits after `base` changed, in key order. With the
+    /// store's entries of that range read just before, at `base` or later,
+    /// they give the range at `base`.
+    pub(crate) fn changed_in(
+        &self,
+        base: u64,
+        from: &KeyPath,
+        to: Option<&KeyPath>,
+    ) -> BTreeMap<KeyPath, Option<Vec<u8>>> {
+        let state = self.state.read();
+        let newer = state.logs.partition_point(|log| log.seqno <= base);
+        let mut out = BTreeMap::new();
+        for log in state.logs.range(newer..) {
+            let first = log.before.partition_point(|(k, _)| k < from);
+            let last = to.map_or(log.before.len(), |to| {
+                log.before.partition_point(|(k, _)| k < to)
+            });
+            for (key, value) in &log.before[first..last.max(first)] {
+                // The first log after the base to name a key has its value at the base.
+                out.entry(*key).or_insert_with(|| value.clone());
+            }
+        }
+        out
+    }
+
     pub(crate) fn retained(&self) -> Retained {
         let state = self.state.read();
         Retained {

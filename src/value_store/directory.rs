@@ -85,6 +85,25 @@ impl Directory {
             .map(|(k, meta)| (*k, meta.slot))
     }
 
+    /// Up to `count` buckets in key order from the one `key` belongs to: their
+    /// slots, and the smallest key of the bucket after them (`None`: they
+    /// reach the last bucket).
+    pub(super) fn run_from(&self, key: &KeyPath, count: usize) -> (Vec<u32>, Option<KeyPath>) {
+        let Some((first, _)) = self.bucket_of(key) else {
+            return (Vec::new(), None);
+        };
+        let mut run = self.map.range::<KeyPath, _>(first..);
+        let slots = run.by_ref().take(count).map(|(_, meta)| meta.slot).collect();
+        (slots, run.next().map(|(min, _)| *min))
+    }
+
+    /// Every bucket's smallest key with its entry count, in key order.
+    pub(super) fn sizes(&self) -> impl Iterator<Item = (&KeyPath, usize)> {
+        self.map
+            .iter()
+            .map(|(min, meta)| (min, meta.fingerprints.len()))
+    }
+
     /// Whether `meta`'s bucket may hold `key` (false: it certainly does not).
     pub(super) fn may_hold(&self, meta: &BucketMeta, key: &KeyPath) -> bool {
         let fp = self.fingerprint(key);

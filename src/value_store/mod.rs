@@ -313,6 +313,96 @@ impl ValueStore {
         Ok(out)
     }
 
+    /// The entries from `from` on, in key order, of up to `buckets` buckets of
+    /// one published state, and the smallest key of the bucket after them
+    /// (`None`: they were the last). Every stored key from `from` up to that
+    /// one is among the entries.
+    pub(crate) fn range(
+        &self,
+        store: &Store,
+        from: &KeyPath,
+        buckets: usize,
+    ) -> Result<(Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>), Error> {
+        loop {
+            let generation = self.state.read().published.generation();
+            let after = std::cell::Cell::new(None);
+            let mut out = Vec::new();
+            let mut overflows = Vec::new();
+            let run = |dir: &Directory| {
+                let (slots, next) = dir.run_from(from, buckets);
+                after.set(next);
+                slots
+            };
+            self.with_committed(store, run, |block| {
+                for e in bucket::entries(block)? {
+                    let e = e?.to_owned();
+                    if e.key < *from {
+                        continue;
+                    }
+                    match e.stored {
+                        Stored::Inline(v) => out.push((e.key, v.to_vec())),
+                        Stored::Overflow { len, hash, start } => {
+                            overflows.push((out.len(), len, hash, start));
+                            out.push((e.key, Vec::new()));
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+            let mut moved = false;
+            for (i, len, hash, start) in overflows {
+                match overflow::read(store, len, &hash, start) {
+                    Ok(value) => out[i].1 = value,
+                    // As in `get`: freed by a publish since, so look again.
+                    Err(Error::Corrupt { .. })
+                        if !self.state.read().published.is_current(generation) =>
+                    {
+                        moved = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if !moved {
+                return Ok((out, after.get()));
+            }
+        }
+    }
+
+    /// Keys to cut the stored state at so that each piece holds about
+    /// `bytes` of keys and values, ascending, each a bucket's smallest (so
+    /// present) key. Sizes are estimated from a sample of buckets.
+    pub(crate) fn cut_points(&self, store: &Store, bytes: usize) -> Result<Vec<KeyPath>, Error> {
+        const SAMPLE: usize = 32;
+        let (sample, buckets) = {
+            let state = self.state.read();
+            let n = state.dir.buckets();
+            let step = n.div_ceil(SAMPLE).max(1);
+            let mins: Vec<KeyPath> = state.dir.sizes().step_by(step).map(|(min, _)| *min).collect();
+            (mins, n)
+        };
+        // Bytes per entry in the sampled buckets.
+        let (mut entries, mut total) = (0usize, 0usize);
+        for min in sample.iter().take(if buckets == 0 { 0 } else { SAMPLE }) {
+            let (read, _) = self.range(store, min, 1)?;
+            entries += read.len();
+            total += read.iter().map(|(_, v)| 32 + v.len()).sum::<usize>();
+        }
+        let per_entry = total.checked_div(entries).unwrap_or(40).max(1);
+        let per_piece = (bytes / per_entry).max(1);
+        let state = self.state.read();
+        let mut cuts = Vec::new();
+        let mut held = 0usize;
+        for (min, count) in state.dir.sizes() {
+            if held >= per_piece {
+                cuts.push(*min);
+                held = 0;
+            }
+            held += count;
+        }
+        Ok(cuts)
+    }
+
     /// Plans commit `seqno`'s changes (sorted by key, each key once; `None`
     /// deletes). Nothing changes until [`ValueStore::publish`].
     pub(crate) fn plan(

@@ -1,0 +1,173 @@
+//! Restore: a new database from chunks of a state whose root the node trusts,
+//! sent by peers it does not.
+//!
+//! Each chunk is verified against the root before anything of it is stored,
+//! then committed to a database in a staging directory beside the path. A
+//! small progress file, replaced atomically after each commit, records the
+//! root and where the next chunk starts. A kill between the commit and the
+//! progress write leaves the progress one chunk behind; applying that chunk
+//! again writes the same values, so resuming from the progress is always
+//! right. The database moves to the path only when the finished state's root
+//! matches (as with [`Db::import`]).
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use super::staging::Staging;
+use super::{Db, Options};
+use crate::io::sync_dir;
+use crate::trie::{KeyPath, Node};
+use crate::{Chunk, Error};
+
+const PROGRESS: &str = "progress";
+const PROGRESS_NEW: &str = "progress.new";
+const MAGIC: &[u8; 8] = b"ptrestor";
+/// Magic, root, tag and next start, checksum.
+const PROGRESS_LEN: usize = 8 + 32 + 1 + 32 + 8;
+
+/// A restore in progress: feed it chunks in order with [`Restore::apply`],
+/// then [`Restore::finish`] it.
+pub struct Restore {
+    db: Db,
+    staging: Staging,
+    options: Options,
+    root: Node,
+    /// Where the next chunk starts; `None` when the state is complete.
+    next: Option<KeyPath>,
+}
+
+impl Db {
+    /// Starts (or, after a kill, resumes) building a database at
+    /// `options.path` from chunks of the state whose root is `root`, as
+    /// [`Db::export`] makes them.
+    ///
+    /// The path must not exist or be an empty directory
+    /// ([`Error::DirectoryNotEmpty`] otherwise). The work lives in
+    /// `<path>.restoring` until [`Restore::finish`]: calling `restore` again
+    /// with the same path and root resumes it at [`Restore::next_start`];
+    /// with another root, it starts over. A second restore to the same path
+    /// at once fails with [`Error::Locked`].
+    pub fn restore(options: Options, root: Node) -> Result<Restore, Error> {
+        let staging = Staging::lock(&options.path, "restoring")?;
+        let db_options = Options {
+            path: staging.db_path(),
+            ..options.clone()
+        };
+        let resumed = read_progress(staging.dir()).filter(|(r, _)| *r == root);
+        let (db, next) = match resumed {
+            Some((_, next)) if staging.db_path().is_dir() => (Db::open(db_options)?, next),
+            _ => {
+                staging.clear()?;
+                let db = Db::open(db_options)?;
+                let next = Some([0; 32]);
+                write_progress(staging.dir(), &root, next.as_ref())?;
+                (db, next)
+            }
+        };
+        Ok(Restore {
+            db,
+            staging,
+            options,
+            root,
+            next,
+        })
+    }
+}
+
+impl Restore {
+    /// Where the next chunk must start; `None` when the state is complete.
+    pub fn next_start(&self) -> Option<KeyPath> {
+        self.next
+    }
+
+    /// The root being restored.
+    pub fn root(&self) -> Node {
+        self.root
+    }
+
+    /// Verifies `chunk` against the root and that it starts at
+    /// [`Restore::next_start`], then stores it, durably.
+    ///
+    /// A chunk refused ([`Error::ChunkOutOfOrder`], or any error of
+    /// [`Chunk::verify`]) stores nothing; the chunks applied before stay, and
+    /// the restore goes on with the right chunk. An I/O error may leave the
+    /// chunk stored or not: call [`Db::restore`] again to resume.
+    pub fn apply(&mut self, chunk: &Chunk) -> Result<(), Error> {
+        if Some(*chunk.start()) != self.next {
+            return Err(Error::ChunkOutOfOrder {
+                expected: self.next,
+            });
+        }
+        chunk.verify(&self.root)?;
+        if !chunk.entries().is_empty() {
+            let writes = chunk
+                .entries()
+                .iter()
+                .map(|(k, v)| (*k, Some(v.clone())))
+                .collect();
+            let shared = &self.db.shared;
+            shared.commit(shared.versions.head(), writes, Vec::new(), false)?;
+        }
+        write_progress(self.staging.dir(), &self.root, chunk.end())?;
+        self.next = chunk.end().copied();
+        Ok(())
+    }
+
+    /// Checks the finished state's root, moves the database to the path and
+    /// opens it there. Fails with [`Error::RestoreIncomplete`] before the last
+    /// chunk (the restore stays resumable), and with [`Error::RootMismatch`]
+    /// if the state built differs from the root, which verified chunks
+    /// cannot cause.
+    pub fn finish(self) -> Result<Db, Error> {
+        if let Some(next_start) = self.next {
+            return Err(Error::RestoreIncomplete { next_start });
+        }
+        if self.db.root() != self.root {
+            return Err(Error::RootMismatch);
+        }
+        drop(self.db);
+        self.staging.publish()?;
+        Db::open(self.options)
+    }
+}
+
+/// The root and next start a restore recorded, if its progress file is whole.
+fn read_progress(dir: &Path) -> Option<(Node, Option<KeyPath>)> {
+    let bytes = fs::read(dir.join(PROGRESS)).ok()?;
+    if bytes.len() != PROGRESS_LEN || &bytes[..8] != MAGIC {
+        return None;
+    }
+    let (body, sum) = bytes.split_at(PROGRESS_LEN - 8);
+    if twox_hash::XxHash3_64::oneshot(body).to_le_bytes() != sum {
+        return None;
+    }
+    let root: Node = body[8..40].try_into().ok()?;
+    let next: KeyPath = body[41..73].try_into().ok()?;
+    match body[40] {
+        0 => Some((root, None)),
+        1 => Some((root, Some(next))),
+        _ => None,
+    }
+}
+
+/// Replaces the progress file durably: the old one or the new one survives
+/// a crash, never a mix.
+fn write_progress(dir: &Path, root: &Node, next: Option<&KeyPath>) -> Result<(), Error> {
+    let mut bytes = Vec::with_capacity(PROGRESS_LEN);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(root);
+    bytes.push(next.is_some() as u8);
+    bytes.extend_from_slice(next.unwrap_or(&[0; 32]));
+    let sum = twox_hash::XxHash3_64::oneshot(&bytes);
+    bytes.extend_from_slice(&sum.to_le_bytes());
+    let new = dir.join(PROGRESS_NEW);
+    let write = || -> std::io::Result<()> {
+        let mut file = fs::File::create(&new)?;
+        file.write_all(&bytes)?;
+        file.sync_all()
+    };
+    write().map_err(|e| Error::io("writing", PROGRESS_NEW, e))?;
+    fs::rename(&new, dir.join(PROGRESS)).map_err(|e| Error::io("renaming", PROGRESS, e))?;
+    sync_dir(dir)
+}

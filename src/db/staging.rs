@@ -1,0 +1,96 @@
+//! A new database built beside its path and moved there when complete, so it
+//! appears whole or not at all: what [`super::Db::import`] and
+//! [`super::Db::restore`] share.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::io::{create_dir_durable, sync_dir, DirLock, LOCK_FILE};
+use crate::Error;
+
+/// `<target>.<suffix>`, locked like a database so that a second build to the
+/// same path fails with [`Error::Locked`] instead of deleting this one's work.
+pub(super) struct Staging {
+    dir: PathBuf,
+    target: PathBuf,
+    _lock: DirLock,
+}
+
+impl Staging {
+    /// Locks the staging directory of `target`, which must not exist or be an
+    /// empty directory ([`Error::DirectoryNotEmpty`] otherwise).
+    pub(super) fn lock(target: &Path, suffix: &str) -> Result<Staging, Error> {
+        let occupied = |t: &Path| t.is_file() || fs::read_dir(t).is_ok_and(|mut d| d.next().is_some());
+        if occupied(target) {
+            return Err(Error::DirectoryNotEmpty);
+        }
+        let name = target
+            .file_name()
+            .ok_or(Error::DirectoryNotEmpty)?
+            .to_string_lossy();
+        let dir = target.with_file_name(format!("{name}.{suffix}"));
+        create_dir_durable(&dir)?;
+        let lock = DirLock::acquire(&dir)?;
+        // Another build may have finished while this one waited.
+        if occupied(target) {
+            return Err(Error::DirectoryNotEmpty);
+        }
+        Ok(Staging {
+            dir,
+            target: target.to_owned(),
+            _lock: lock,
+        })
+    }
+
+    /// The staging directory.
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the database is built.
+    pub(super) fn db_path(&self) -> PathBuf {
+        self.dir.join("db")
+    }
+
+    /// Removes what an earlier, killed build left.
+    pub(super) fn clear(&self) -> Result<(), Error> {
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if entry.file_name() != LOCK_FILE {
+                let path = entry.path();
+                if path.is_dir() {
+                    fs::remove_dir_all(path)?;
+                } else {
+                    fs::remove_file(path)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the built database (closed by now) to the target, durably, and
+    /// removes the staging directory.
+    pub(super) fn publish(self) -> Result<(), Error> {
+        // The build's blocks and buffers are free now; its peak need not stay
+        // resident while the database serves.
+        crate::block::release_free();
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only returns free heap memory to the kernel.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        if let Err(e) = fs::rename(self.db_path(), &self.target) {
+            let _ = fs::remove_dir_all(&self.dir);
+            return Err(e.into());
+        }
+        let parent = self.target.parent().filter(|p| !p.as_os_str().is_empty());
+        sync_dir(parent.unwrap_or(Path::new(".")))?;
+        fs::remove_dir_all(&self.dir)?;
+        Ok(())
+    }
+
+    /// Removes the staging directory after a failed build.
+    pub(super) fn discard(self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
