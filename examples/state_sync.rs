@@ -1,0 +1,157 @@
+//! State sync between two nodes: one database exports its state as chunks, a
+//! second restores from the encoded chunks (checking each against the root it
+//! trusts), and both roots are printed. Also times a full ordered iteration,
+//! and the import of the same state for comparison with the restore.
+//!
+//! `cargo run --release --example state_sync -- [--accounts-log2 N] [--chunk-kib N] [--dir PATH]`
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use pagetrie::{Chunk, Db, Options};
+
+/// Export a state in chunks and restore it elsewhere.
+#[derive(Parser, Debug)]
+struct Args {
+    /// The state holds 2^N accounts (32-byte key, 8-byte balance).
+    #[arg(long, default_value_t = 20)]
+    accounts_log2: u32,
+    /// About how many KiB of keys and values each chunk holds.
+    #[arg(long, default_value_t = 1024)]
+    chunk_kib: usize,
+    /// Where both databases go (removed first); a temporary directory if absent.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Drop the OS page cache before each timed step (needs root).
+    #[arg(long)]
+    cold: bool,
+    /// Write the figures as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn account(id: u64) -> ([u8; 32], Vec<u8>) {
+    (
+        *blake3::hash(&id.to_be_bytes()).as_bytes(),
+        1000u64.to_be_bytes().to_vec(),
+    )
+}
+
+fn drop_caches(cold: bool) {
+    if cold && std::fs::write("/proc/sys/vm/drop_caches", "3").is_err() {
+        eprintln!("  (could not drop the page cache: not root?)");
+    }
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let temp = tempfile::tempdir()?;
+    let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
+    let (source_path, target_path) = (dir.join("source"), dir.join("restored"));
+    for path in [&source_path, &target_path] {
+        match std::fs::remove_dir_all(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+    }
+    std::fs::create_dir_all(&dir)?;
+    let n = 1u64 << args.accounts_log2;
+
+    let started = Instant::now();
+    let source = Db::import(Options::new(&source_path), (0..n).map(account), |_| {})?;
+    let import_s = started.elapsed().as_secs_f64();
+    let root = source.root();
+    println!("source: {n} accounts imported in {import_s:.2} s, root {}", hex(&root));
+
+    drop_caches(args.cold);
+    let started = Instant::now();
+    let (mut entries, mut entry_bytes) = (0u64, 0u64);
+    for entry in source.iter_range(&[0; 32], None)? {
+        let (_, value) = entry?;
+        entries += 1;
+        entry_bytes += 32 + value.len() as u64;
+    }
+    let iter_s = started.elapsed().as_secs_f64();
+    println!(
+        "iter_range over the whole state: {entries} entries, {:.1} MB in {iter_s:.2} s: {:.0} MB/s, {:.2} M entries/s",
+        mb(entry_bytes),
+        mb(entry_bytes) / iter_s,
+        entries as f64 / iter_s / 1e6
+    );
+
+    drop_caches(args.cold);
+    let started = Instant::now();
+    let mut encoded: Vec<Vec<u8>> = Vec::new();
+    let (mut chunk_entry_bytes, mut proof_bytes) = (0u64, 0u64);
+    for chunk in source.export(args.chunk_kib << 10)? {
+        let chunk = chunk?;
+        chunk_entry_bytes += chunk
+            .entries()
+            .iter()
+            .map(|(_, v)| 32 + v.len() as u64)
+            .sum::<u64>();
+        proof_bytes += chunk.proof().encoded_len() as u64;
+        encoded.push(chunk.encode());
+    }
+    let export_s = started.elapsed().as_secs_f64();
+    let wire: u64 = encoded.iter().map(|c| c.len() as u64).sum();
+    println!(
+        "export: {} chunks, {:.1} MB of entries in {export_s:.2} s: {:.0} MB/s; {:.1} MB encoded, proofs {:.2}% of it",
+        encoded.len(),
+        mb(chunk_entry_bytes),
+        mb(chunk_entry_bytes) / export_s,
+        mb(wire),
+        proof_bytes as f64 * 100.0 / wire as f64
+    );
+    drop(source);
+
+    drop_caches(args.cold);
+    let started = Instant::now();
+    let mut restore = Db::restore(Options::new(&target_path), root)?;
+    for bytes in &encoded {
+        restore.apply(&Chunk::decode(bytes)?)?;
+    }
+    let restored = restore.finish()?;
+    let restore_s = started.elapsed().as_secs_f64();
+    println!(
+        "restore: {} chunks verified and stored in {restore_s:.2} s ({:.2}x the import)",
+        encoded.len(),
+        restore_s / import_s
+    );
+    println!("source root:   {}", hex(&root));
+    println!("restored root: {}", hex(&restored.root()));
+    let same = restored.root() == root;
+    println!("roots equal: {same}");
+    if let Some(path) = &args.json {
+        let figures = serde_json::json!({
+            "accounts_log2": args.accounts_log2,
+            "chunk_kib": args.chunk_kib,
+            "cold": args.cold,
+            "import_s": import_s,
+            "iter_range_s": iter_s,
+            "iter_range_mb_per_s": mb(entry_bytes) / iter_s,
+            "export_s": export_s,
+            "export_mb_per_s": mb(chunk_entry_bytes) / export_s,
+            "chunks": encoded.len(),
+            "encoded_bytes": wire,
+            "proof_bytes": proof_bytes,
+            "restore_s": restore_s,
+            "restore_vs_import": restore_s / import_s,
+            "roots_equal": same,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&figures)?)?;
+    }
+    if !same {
+        return Err("the restored root differs".into());
+    }
+    Ok(())
+}
