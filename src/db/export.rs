@@ -4,8 +4,6 @@
 //! so every chunk proves against the root committed when the export began;
 //! the entries are read afterwards at that pinned root while commits go on.
 
-use std::iter::Peekable;
-
 use super::overlay::Pin;
 use super::range::RangeIter;
 use super::Db;
@@ -15,7 +13,7 @@ use crate::{Chunk, Error, MultiProof};
 
 /// The chunks of one export, in key order.
 struct Export {
-    entries: Peekable<RangeIter>,
+    entries: RangeIter,
     /// Where each chunk starts: the zero key, then present keys.
     starts: Vec<KeyPath>,
     /// The path of each start.
@@ -28,12 +26,7 @@ impl Export {
         let start = self.starts[i];
         let end = self.starts.get(i + 1).copied();
         let mut entries = Vec::new();
-        while let Some(entry) = self
-            .entries
-            .next_if(|e| e.as_ref().map_or(true, |(k, _)| end.is_none_or(|end| *k < end)))
-        {
-            entries.push(entry?);
-        }
+        self.entries.take_below(end.as_ref(), &mut entries)?;
         let bounds = std::iter::once((start, self.paths[i].clone()))
             .chain(end.map(|end| (end, self.paths[i + 1].clone())));
         let proof = MultiProof::from_path_proofs(bounds)?;
@@ -116,7 +109,7 @@ impl Db {
                 .ok_or(Error::Internal("an export cut outside its proof"))?;
             paths.push(path.clone());
         }
-        let entries = RangeIter::pinned(shared, pin, head.seqno, [0; 32], None).peekable();
+        let entries = RangeIter::pinned(shared, pin, head.seqno, [0; 32], None);
         Ok(Export {
             entries,
             starts,

@@ -6,16 +6,26 @@
 //! the undo logs of the commits after it give back the old values of every
 //! key they changed in the run's range.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Receiver;
 
 use super::overlay::Pin;
 use super::{Db, Shared};
 use crate::trie::KeyPath;
 use crate::Error;
 
-/// Buckets read at a time: enough to keep the disk busy on a cold range.
-const RUN_BUCKETS: usize = 64;
+/// Buckets of the first run, read at once: a short range costs no thread.
+const FIRST_RUN: usize = 8;
+/// Buckets of each later run: enough to keep the disk busy on a cold range.
+const RUN_BUCKETS: usize = 256;
+/// Runs read ahead of the reader.
+const RUNS_AHEAD: usize = 2;
+
+/// A run: the entries of its buckets from its start, and where the next
+/// run starts.
+type Run = (Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>);
 
 /// Entries of `start..end` at a pinned commit, in key order.
 pub(super) struct RangeIter {
@@ -26,7 +36,56 @@ pub(super) struct RangeIter {
     /// Where the next run starts; `None` once the range is read.
     next: Option<KeyPath>,
     end: Option<KeyPath>,
-    ready: VecDeque<(KeyPath, Vec<u8>)>,
+    ready: std::vec::IntoIter<(KeyPath, Vec<u8>)>,
+    /// Runs after the first, read on another thread while these are used.
+    ahead: Option<ReadAhead>,
+}
+
+struct ReadAhead {
+    runs: Receiver<Result<Run, Error>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for ReadAhead {
+    /// Waits for the reader, which stops at its next send, so that it does
+    /// not keep the database open after the iterator is gone.
+    fn drop(&mut self) {
+        let (_, unused) = crossbeam_channel::bounded(0);
+        drop(std::mem::replace(&mut self.runs, unused));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl ReadAhead {
+    fn start(shared: &Arc<Shared>, from: KeyPath, end: Option<KeyPath>) -> Result<ReadAhead, Error> {
+        let (tx, runs) = crossbeam_channel::bounded(RUNS_AHEAD);
+        let shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("pagetrie-range".into())
+            .spawn(move || {
+                let mut from = from;
+                loop {
+                    let run = shared.values.range(&shared.store, &from, RUN_BUCKETS);
+                    let after = match &run {
+                        Ok((_, after)) => after.filter(|a| end.is_none_or(|end| *a < end)),
+                        Err(_) => None,
+                    };
+                    if tx.send(run).is_err() {
+                        return;
+                    }
+                    match after {
+                        Some(a) => from = a,
+                        None => return,
+                    }
+                }
+            })?;
+        Ok(ReadAhead {
+            runs,
+            thread: Some(thread),
+        })
+    }
 }
 
 impl RangeIter {
@@ -55,42 +114,80 @@ impl RangeIter {
             base,
             next: end.is_none_or(|end| start < end).then_some(start),
             end,
-            ready: VecDeque::new(),
+            ready: Vec::new().into_iter(),
+            ahead: None,
         }
     }
 
     /// Reads runs until some entries are ready or the range is done.
     fn fill(&mut self) -> Result<(), Error> {
-        while self.ready.is_empty() {
+        while self.ready.len() == 0 {
             let Some(from) = self.next else {
                 return Ok(());
             };
             let s = &self.shared;
-            let (stored, after) = s.values.range(&s.store, &from, RUN_BUCKETS)?;
+            let (stored, after) = match &self.ahead {
+                Some(ahead) => ahead
+                    .runs
+                    .recv()
+                    .map_err(|_| Error::Internal("the range reader stopped"))??,
+                None => s.values.range(&s.store, &from, FIRST_RUN)?,
+            };
             // After the read: the logs of every commit it may show are in.
             let changed = s.versions.changed_in(self.base, &from, after.as_ref());
-            let mut changed = changed.into_iter().peekable();
-            for (key, value) in stored {
-                while let Some((k, v)) = changed.next_if(|(k, _)| *k < key) {
-                    self.ready.extend(v.map(|v| (k, v)));
-                }
-                match changed.next_if(|(k, _)| *k == key) {
-                    Some((k, v)) => self.ready.extend(v.map(|v| (k, v))),
-                    None => self.ready.push_back((key, value)),
-                }
-            }
-            for (k, v) in changed {
-                self.ready.extend(v.map(|v| (k, v)));
-            }
-            self.next = after.filter(|a| self.end.is_none_or(|end| *a < end));
+            let mut entries = if changed.is_empty() {
+                stored
+            } else {
+                merge(stored, changed)
+            };
             if let Some(end) = self.end {
-                while self.ready.back().is_some_and(|(k, _)| *k >= end) {
-                    self.ready.pop_back();
-                }
+                entries.truncate(entries.partition_point(|(k, _)| *k < end));
+            }
+            self.ready = entries.into_iter();
+            self.next = after.filter(|a| self.end.is_none_or(|end| *a < end));
+            if let (Some(next), None) = (self.next, &self.ahead) {
+                self.ahead = Some(ReadAhead::start(&self.shared, next, self.end)?);
             }
         }
         Ok(())
     }
+
+    /// Moves the entries below `end` (all that remain, if `None`) to `out`.
+    pub(super) fn take_below(
+        &mut self,
+        end: Option<&KeyPath>,
+        out: &mut Vec<(KeyPath, Vec<u8>)>,
+    ) -> Result<(), Error> {
+        loop {
+            self.fill()?;
+            let ready = self.ready.as_slice();
+            let below = end.map_or(ready.len(), |end| ready.partition_point(|(k, _)| k < end));
+            out.extend(self.ready.by_ref().take(below));
+            if self.ready.len() > 0 || self.next.is_none() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// `stored` with the values of `changed` in their place: `None` removes.
+fn merge(
+    stored: Vec<(KeyPath, Vec<u8>)>,
+    changed: std::collections::BTreeMap<KeyPath, Option<Vec<u8>>>,
+) -> Vec<(KeyPath, Vec<u8>)> {
+    let mut out = Vec::with_capacity(stored.len() + changed.len());
+    let mut changed = changed.into_iter().peekable();
+    for (key, value) in stored {
+        while let Some((k, v)) = changed.next_if(|(k, _)| *k < key) {
+            out.extend(v.map(|v| (k, v)));
+        }
+        match changed.next_if(|(k, _)| *k == key) {
+            Some((k, v)) => out.extend(v.map(|v| (k, v))),
+            None => out.push((key, value)),
+        }
+    }
+    out.extend(changed.filter_map(|(k, v)| v.map(|v| (k, v))));
+    out
 }
 
 impl Iterator for RangeIter {
@@ -100,10 +197,11 @@ impl Iterator for RangeIter {
         if let Err(e) = self.fill() {
             // One error ends the iteration.
             self.next = None;
-            self.ready.clear();
+            self.ready = Vec::new().into_iter();
+            self.ahead = None;
             return Some(Err(e));
         }
-        self.ready.pop_front().map(Ok)
+        self.ready.next().map(Ok)
     }
 }
 

@@ -144,7 +144,12 @@ pub(super) struct EntryRef<'a> {
     overflow: (u32, ValueHash, u64),
 }
 
-impl EntryRef<'_> {
+impl<'a> EntryRef<'a> {
+    /// The value, if it is in the bucket (not in overflow space).
+    pub(super) fn inline(&self) -> Option<&'a [u8]> {
+        self.inline
+    }
+
     pub(super) fn to_owned(self) -> Entry {
         let stored = match self.inline {
             Some(v) => Stored::Inline(InlineValue::new(v)),

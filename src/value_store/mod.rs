@@ -217,9 +217,11 @@ impl ValueStore {
     /// directory, consistent with one published state even while commits run: a
     /// commit writes only slots the published state does not use, and a publish
     /// in between (which frees slots for the next) means looking again.
+    /// Blocks read from the disk are cached if `keep`; a scan passes over.
     fn with_committed(
         &self,
         store: &Store,
+        keep: bool,
         slots_of: impl Fn(&Directory) -> Vec<u32>,
         mut f: impl FnMut(&Block) -> Result<(), Error>,
     ) -> Result<(), Error> {
@@ -237,7 +239,7 @@ impl ValueStore {
             }
             let mut result = Ok(());
             for (slot, (block, from_disk)) in slots.iter().zip(&blocks) {
-                if *from_disk {
+                if *from_disk && keep {
                     self.cache.insert(*slot, block.clone());
                 }
                 result = result.and_then(|()| f(block).map_err(|e| e.at("buckets", *slot as u64)));
@@ -252,7 +254,7 @@ impl ValueStore {
             Some((_, meta)) if dir.may_hold(meta, key) => vec![meta.slot],
             _ => Vec::new(),
         };
-        self.with_committed(store, slot_of, |block| {
+        self.with_committed(store, true, slot_of, |block| {
             found = bucket::find(block, key)?;
             Ok(())
         })?;
@@ -299,6 +301,7 @@ impl ValueStore {
         let mut out = Vec::new();
         self.with_committed(
             store,
+            true,
             |dir| dir.overlapping(&start, depth),
             |block| {
                 for e in bucket::entries(block)? {
@@ -326,23 +329,26 @@ impl ValueStore {
         loop {
             let generation = self.state.read().published.generation();
             let after = std::cell::Cell::new(None);
-            let mut out = Vec::new();
+            // Buckets are about half full of 40-byte entries or fuller.
+            let mut out = Vec::with_capacity(buckets * 64);
             let mut overflows = Vec::new();
             let run = |dir: &Directory| {
                 let (slots, next) = dir.run_from(from, buckets);
                 after.set(next);
                 slots
             };
-            self.with_committed(store, run, |block| {
+            self.with_committed(store, false, run, |block| {
                 for e in bucket::entries(block)? {
-                    let e = e?.to_owned();
+                    let e = e?;
                     if e.key < *from {
                         continue;
                     }
-                    match e.stored {
-                        Stored::Inline(v) => out.push((e.key, v.to_vec())),
-                        Stored::Overflow { len, hash, start } => {
-                            overflows.push((out.len(), len, hash, start));
+                    match e.inline() {
+                        Some(value) => out.push((e.key, value.to_vec())),
+                        None => {
+                            if let Stored::Overflow { len, hash, start } = e.to_owned().stored {
+                                overflows.push((out.len(), len, hash, start));
+                            }
                             out.push((e.key, Vec::new()));
                         }
                     }
