@@ -62,7 +62,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
     let (source_path, target_path) = (dir.join("source"), dir.join("restored"));
     let reuse = args.reuse && source_path.exists();
-    let stale: &[&PathBuf] = if reuse { &[&target_path] } else { &[&source_path, &target_path] };
+    let stale: &[&PathBuf] = if reuse {
+        &[&target_path]
+    } else {
+        &[&source_path, &target_path]
+    };
     for path in stale {
         match std::fs::remove_dir_all(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
@@ -81,7 +85,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let import_s = (!reuse).then(|| started.elapsed().as_secs_f64());
     let root = source.root();
     match import_s {
-        Some(s) => println!("source: {n} accounts imported in {s:.2} s, root {}", hex(&root)),
+        Some(s) => println!(
+            "source: {n} accounts imported in {s:.2} s, root {}",
+            hex(&root)
+        ),
         None => println!("source: reused, root {}", hex(&root)),
     }
 

@@ -29,7 +29,7 @@ use clap::Parser;
 use pagetrie::faults::{Faults, PowerLoss};
 use pagetrie::trie::proof::{prove_path, MultiProof, PathProof};
 use pagetrie::trie::{compute_root, hash_value};
-use pagetrie::{Db, Error, KeyPath, Node, Options, Witness};
+use pagetrie::{Chunk, Db, Error, KeyPath, Node, Options, Witness};
 
 /// Torture a pagetrie database: kills, power losses, I/O errors, full disks,
 /// damaged files and mutated proofs, each checked against a model.
@@ -504,8 +504,17 @@ fn fuzz(db: &Db, model: &Model, inputs: u64, rng: &mut Rng) -> Result<(u64, u64,
     let out = session.commit_and_prove().map_err(|e| e.to_string())?;
     let witness = out.witness.encode();
     let multi = out.witness.proof.encode();
+    // A middle chunk of an export: present start and end.
+    let mut chunks = db.export(4 << 10).map_err(|e| e.to_string())?;
+    let chunk = chunks
+        .nth(1)
+        .or_else(|| db.export(4 << 10).ok()?.next())
+        .ok_or("an export without chunks")?
+        .map_err(|e| e.to_string())?
+        .encode();
+    drop(chunks);
     type Check = fn(&[u8], &Node, &KeyPath) -> bool;
-    let decoders: [(&[u8], Check, Node); 3] = [
+    let decoders: [(&[u8], Check, Node); 4] = [
         (
             &path,
             |b, root, key| {
@@ -532,6 +541,11 @@ fn fuzz(db: &Db, model: &Model, inputs: u64, rng: &mut Rng) -> Result<(u64, u64,
                     .is_ok()
             },
             out.prev_root,
+        ),
+        (
+            &chunk,
+            |b, root, _| Chunk::decode(b).map(|c| c.verify(root).is_ok()).is_ok(),
+            out.root,
         ),
     ];
     let (mut total, mut decoded, mut panics) = (0, 0, 0);
@@ -676,7 +690,7 @@ fn run(args: &Args) -> Result<(), String> {
     let fuzzed = fuzz(&db, &t.model, args.fuzz, &mut t.rng);
     std::panic::set_hook(default_hook);
     let (inputs, decoded, panics) = fuzzed?;
-    println!("fuzz: {inputs} inputs to 3 decoders: {decoded} decoded and checked, {panics} panics");
+    println!("fuzz: {inputs} inputs to 4 decoders (path, multi-proof, witness, chunk): {decoded} decoded and checked, {panics} panics");
     let ok = c.panics == 0 && c.wrong == 0 && panics == 0;
     println!(
         "summary: seed {}: {} kills, {} power losses, {} errors ({} in doubt), {} blocks; 0 lost, 0 partial; corruptions {} trials, {} panics, {} wrong values; fuzz {} inputs, {} panics; {:.1?}: {}",

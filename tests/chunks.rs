@@ -17,7 +17,11 @@ type Model = BTreeMap<Key, Vec<u8>>;
 fn cut(model: &Model, cuts: &[usize]) -> Vec<Chunk> {
     let all: Vec<(Key, Vec<u8>)> = model.iter().map(|(k, v)| (*k, v.clone())).collect();
     let hashed = entries(model);
-    let mut at: Vec<usize> = cuts.iter().filter(|&&i| i > 0 && i < all.len()).copied().collect();
+    let mut at: Vec<usize> = cuts
+        .iter()
+        .filter(|&&i| i > 0 && i < all.len())
+        .copied()
+        .collect();
     at.sort_unstable();
     at.dedup();
     let mut bounds = vec![0];
@@ -169,7 +173,9 @@ fn random_bytes_never_panic() {
     for len in 0..400 {
         let bytes: Vec<u8> = (0..len)
             .map(|_| {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (seed >> 56) as u8
             })
             .collect();

@@ -16,7 +16,8 @@ const CHILD_ENV: &str = "PAGETRIE_RESTORE_CRASH_CHILD";
 
 /// What follows `tag` in a line of the child's output.
 fn tagged(line: &str, tag: &str) -> Option<String> {
-    line.find(tag).map(|at| line[at + tag.len()..].trim().to_string())
+    line.find(tag)
+        .map(|at| line[at + tag.len()..].trim().to_string())
 }
 
 fn load_chunks(dir: &Path) -> Vec<Chunk> {
@@ -67,7 +68,11 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
     }
     session.commit().unwrap();
     let root = source.root();
-    let chunks: Vec<Chunk> = source.export(12 << 10).unwrap().map(Result::unwrap).collect();
+    let chunks: Vec<Chunk> = source
+        .export(12 << 10)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     assert!(chunks.len() >= 40, "{} chunks", chunks.len());
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
@@ -95,7 +100,12 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
             Err(e) => panic!("cannot resume: {e}"),
         };
         let mut child = Command::new(&exe)
-            .args(["--exact", "restore_child", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "restore_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, &work)
             .stdout(Stdio::piped())
             .spawn()
@@ -144,7 +154,10 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
             (_, None) => {}
             // The last reported chunk is in; the one after may be too.
             (Some(i), Some(n)) => assert!(n == i + 1 || n == i + 2, "reported {i}, resumes at {n}"),
-            (None, Some(n)) => assert!(before.is_none_or(|b| n == b || n == b + 1), "{before:?} then {n}"),
+            (None, Some(n)) => assert!(
+                before.is_none_or(|b| n == b || n == b + 1),
+                "{before:?} then {n}"
+            ),
         }
     }
     eprintln!("{kills} kills, {finished} restores finished, {attempt} runs");

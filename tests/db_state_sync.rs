@@ -138,7 +138,10 @@ fn the_reference_vectors_export_and_restore() {
         for step in case["steps"].as_array().unwrap() {
             let session = db.begin_session();
             for op in step["ops"].as_array().unwrap() {
-                session.write(key_from_hex(op[0].as_str().unwrap()), op[1].as_str().map(unhex));
+                session.write(
+                    key_from_hex(op[0].as_str().unwrap()),
+                    op[1].as_str().map(unhex),
+                );
             }
             session.commit().unwrap();
         }
@@ -160,7 +163,11 @@ fn sample_model(n: u32) -> Model {
     (0..n)
         .map(|i| {
             let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
-            let len = if i % 50 == 0 { 5000 } else { 8 + i as usize % 40 };
+            let len = if i % 50 == 0 {
+                5000
+            } else {
+                8 + i as usize % 40
+            };
             (key, vec![i as u8; len])
         })
         .collect()
@@ -206,7 +213,9 @@ fn chunks_out_of_order_repeated_or_from_another_state_are_refused() {
     };
     let mut restore = restore;
     restore.apply(chunks.last().unwrap()).unwrap();
-    assert!(restore.apply(&chunks[0]).is_err_and(|e| matches!(e, Error::ChunkOutOfOrder { expected: None })));
+    assert!(restore
+        .apply(&chunks[0])
+        .is_err_and(|e| matches!(e, Error::ChunkOutOfOrder { expected: None })));
     let restored = restore.finish().unwrap();
     assert_eq!(restored.root(), db.root());
     assert!(!dir.path().join("b.restoring").exists());
@@ -280,7 +289,10 @@ fn ranges_and_exports_made_before_commits_read_the_state_before() {
             session.write(*key, (i % 2 == 0).then(|| vec![n; 300]));
         }
         for i in 0..100u32 {
-            session.write(*blake3::hash(&(i + 10_000 * n as u32).to_le_bytes()).as_bytes(), Some(vec![n]));
+            session.write(
+                *blake3::hash(&(i + 10_000 * n as u32).to_le_bytes()).as_bytes(),
+                Some(vec![n]),
+            );
         }
         session.commit().unwrap();
     }
@@ -330,7 +342,7 @@ fn ranges_and_exports_read_one_root_while_commits_run() {
         x ^= x >> 7;
         x ^= x << 17;
         let start = *blake3::hash(&x.to_le_bytes()).as_bytes();
-        let end = (x % 4 != 0).then(|| *blake3::hash(&(x + 1).to_le_bytes()).as_bytes());
+        let end = (!x.is_multiple_of(4)).then(|| *blake3::hash(&(x + 1).to_le_bytes()).as_bytes());
         let (start, end) = match end {
             Some(e) if e < start => (e, Some(start)),
             other => (start, other),

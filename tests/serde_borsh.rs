@@ -4,7 +4,7 @@
 
 use pagetrie::trie::proof::{prove_multi, prove_path, LeafData, MultiProof, PathProof};
 use pagetrie::trie::{compute_root, hash_value};
-use pagetrie::{Db, Options, Witness};
+use pagetrie::{Chunk, Db, Options, Witness};
 
 fn round_trip<T>(value: &T) -> (T, T)
 where
@@ -60,5 +60,11 @@ fn proofs_and_witnesses_round_trip_and_verify() {
     for copy in <[Witness; 2]>::from(round_trip(&out.witness)) {
         assert_eq!(copy, out.witness);
         assert_eq!(copy.verify_update(&out.prev_root).unwrap(), out.root);
+    }
+
+    let chunk = db.export(1 << 20).unwrap().next().unwrap().unwrap();
+    for copy in <[Chunk; 2]>::from(round_trip(&chunk)) {
+        assert_eq!(copy, chunk);
+        copy.verify(&db.root()).unwrap();
     }
 }

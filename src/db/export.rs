@@ -44,7 +44,11 @@ impl Iterator for Export {
         }
         let chunk = self.chunk(i);
         // One error ends the export.
-        self.next = if chunk.is_ok() { i + 1 } else { self.starts.len() };
+        self.next = if chunk.is_ok() {
+            i + 1
+        } else {
+            self.starts.len()
+        };
         Some(chunk)
     }
 }
@@ -101,7 +105,11 @@ impl Db {
         let mut paths = Vec::with_capacity(starts.len());
         let mut t = 0;
         for start in &starts {
-            while proof.terminals.get(t).is_some_and(|term| !term.covers(start)) {
+            while proof
+                .terminals
+                .get(t)
+                .is_some_and(|term| !term.covers(start))
+            {
                 t += 1;
             }
             let path = terminal_paths

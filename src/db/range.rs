@@ -14,6 +14,7 @@ use crossbeam_channel::Receiver;
 use super::overlay::Pin;
 use super::{Db, Shared};
 use crate::trie::KeyPath;
+use crate::value_store::BucketRun;
 use crate::Error;
 
 /// Buckets of the first run, read at once: a short range costs no thread.
@@ -22,10 +23,6 @@ const FIRST_RUN: usize = 8;
 const RUN_BUCKETS: usize = 256;
 /// Runs read ahead of the reader.
 const RUNS_AHEAD: usize = 2;
-
-/// A run: the entries of its buckets from its start, and where the next
-/// run starts.
-type Run = (Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>);
 
 /// Entries of `start..end` at a pinned commit, in key order.
 pub(super) struct RangeIter {
@@ -42,7 +39,7 @@ pub(super) struct RangeIter {
 }
 
 struct ReadAhead {
-    runs: Receiver<Result<Run, Error>>,
+    runs: Receiver<Result<BucketRun, Error>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -59,7 +56,11 @@ impl Drop for ReadAhead {
 }
 
 impl ReadAhead {
-    fn start(shared: &Arc<Shared>, from: KeyPath, end: Option<KeyPath>) -> Result<ReadAhead, Error> {
+    fn start(
+        shared: &Arc<Shared>,
+        from: KeyPath,
+        end: Option<KeyPath>,
+    ) -> Result<ReadAhead, Error> {
         let (tx, runs) = crossbeam_channel::bounded(RUNS_AHEAD);
         let shared = shared.clone();
         let thread = std::thread::Builder::new()

@@ -20,7 +20,8 @@ impl Staging {
     /// Locks the staging directory of `target`, which must not exist or be an
     /// empty directory ([`Error::DirectoryNotEmpty`] otherwise).
     pub(super) fn lock(target: &Path, suffix: &str) -> Result<Staging, Error> {
-        let occupied = |t: &Path| t.is_file() || fs::read_dir(t).is_ok_and(|mut d| d.next().is_some());
+        let occupied =
+            |t: &Path| t.is_file() || fs::read_dir(t).is_ok_and(|mut d| d.next().is_some());
         if occupied(target) {
             return Err(Error::DirectoryNotEmpty);
         }

@@ -93,7 +93,11 @@ impl Directory {
             return (Vec::new(), None);
         };
         let mut run = self.map.range::<KeyPath, _>(first..);
-        let slots = run.by_ref().take(count).map(|(_, meta)| meta.slot).collect();
+        let slots = run
+            .by_ref()
+            .take(count)
+            .map(|(_, meta)| meta.slot)
+            .collect();
         (slots, run.next().map(|(min, _)| *min))
     }
 

@@ -51,6 +51,10 @@ struct State {
     published: Published,
 }
 
+/// The entries of consecutive buckets from a key on, in key order, and the
+/// smallest key of the bucket after them (`None`: they were the last).
+pub(crate) type BucketRun = (Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>);
+
 /// Values longer than this do not fit a bucket's u32 length field.
 fn check_value_len(len: usize) -> Result<(), Error> {
     if len as u64 > crate::MAX_VALUE_LEN {
@@ -325,7 +329,7 @@ impl ValueStore {
         store: &Store,
         from: &KeyPath,
         buckets: usize,
-    ) -> Result<(Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>), Error> {
+    ) -> Result<BucketRun, Error> {
         loop {
             let generation = self.state.read().published.generation();
             let after = std::cell::Cell::new(None);
@@ -384,7 +388,12 @@ impl ValueStore {
             let state = self.state.read();
             let n = state.dir.buckets();
             let step = n.div_ceil(SAMPLE).max(1);
-            let mins: Vec<KeyPath> = state.dir.sizes().step_by(step).map(|(min, _)| *min).collect();
+            let mins: Vec<KeyPath> = state
+                .dir
+                .sizes()
+                .step_by(step)
+                .map(|(min, _)| *min)
+                .collect();
             (mins, n)
         };
         // Bytes per entry in the sampled buckets.

@@ -162,6 +162,7 @@ impl MultiProof {
         Ok(out)
     }
 
+    #[cfg(feature = "std")]
     /// The path proof of each terminal, in order: what a proof of that
     /// terminal's keys alone would hold. One pass, however many terminals.
     pub(crate) fn paths(&self) -> Result<Vec<PathProof>, Error> {

@@ -126,8 +126,12 @@ where
                 let mut right_position = position;
                 right_position[depth / 8] |= 0x80 >> (depth % 8);
                 let left = self.subtree(&terminals[..split], position, depth + 1, first)?;
-                let right =
-                    self.subtree(&terminals[split..], right_position, depth + 1, first + split)?;
+                let right = self.subtree(
+                    &terminals[split..],
+                    right_position,
+                    depth + 1,
+                    first + split,
+                )?;
                 Ok((self.join)(left, right))
             }
         }
