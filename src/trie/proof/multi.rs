@@ -1,12 +1,11 @@
 //! Multi-proofs: the union of many paths, each shared sibling stored once.
 
-use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::ops::Range;
 
 use super::walk::{check_shape, fold};
-use super::{LeafData, PathProof, Write};
+use super::{PathProof, Write};
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
 use crate::trie::node::{
     bit_at, hash_internal, hash_leaf, join_canonical, prefix, shares_prefix, KeyPath, Node,
@@ -171,7 +170,7 @@ impl MultiProof {
         let (_, collected) = fold(
             &self.terminals,
             &self.siblings,
-            &mut |i, t| Ok((t.node(), vec![(i, Vec::new())])),
+            &mut |i, t| Ok((t.node(), alloc::vec![(i, Vec::new())])),
             &mut |_, siblings| Ok((siblings.take()?, Vec::new())),
             &|(left, mut below_left): (Node, Vec<(usize, Vec<Node>)>), (right, below_right)| {
                 for (_, path) in &mut below_left {
@@ -190,7 +189,7 @@ impl MultiProof {
                 siblings.reverse();
                 let t = &self.terminals[i];
                 PathProof {
-                    terminal: t.value_hash.map(|value_hash| LeafData {
+                    terminal: t.value_hash.map(|value_hash| super::LeafData {
                         key_path: t.path,
                         value_hash,
                     }),
