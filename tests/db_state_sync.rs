@@ -272,36 +272,39 @@ fn an_empty_state_exports_one_chunk() {
     assert_eq!(restored.root(), [0; 32]);
 }
 
-/// An iterator and an export made before commits read the state before them.
+/// An iterator and an export made before commits, and partly read, read the
+/// state before them: the commits land between runs of buckets, splitting,
+/// merging and rewriting buckets and replacing overflow values.
 #[test]
 fn ranges_and_exports_made_before_commits_read_the_state_before() {
     let dir = tempfile::tempdir().unwrap();
-    let model = sample_model(1500);
+    let model = sample_model(60_000);
     let db = db_with(&dir.path().join("a"), &model, &[]);
     let root = db.root();
     let keys: Vec<Key> = model.keys().copied().collect();
-    let (start, end) = (keys[100], Some(keys[1400]));
-    let iter = db.iter_range(&start, end.as_ref()).unwrap();
-    let export = db.export(4 << 10).unwrap();
+    let (start, end) = (keys[100], Some(keys[59_000]));
+    let mut iter = db.iter_range(&start, end.as_ref()).unwrap();
+    let mut got: Vec<_> = iter.by_ref().take(500).collect::<Result<_, _>>().unwrap();
+    let mut export = db.export(4 << 10).unwrap();
+    let mut chunks = vec![export.next().unwrap().unwrap()];
     for n in 0..3u8 {
         let session = db.begin_session();
         for (i, key) in keys.iter().enumerate().skip(n as usize).step_by(3) {
-            session.write(*key, (i % 2 == 0).then(|| vec![n; 300]));
+            // Deletes, and values that move between bucket and overflow space.
+            session.write(*key, (i % 2 == 0).then(|| vec![n; 100 + 200 * (i % 3)]));
         }
-        for i in 0..100u32 {
-            session.write(
-                *blake3::hash(&(i + 10_000 * n as u32).to_le_bytes()).as_bytes(),
-                Some(vec![n]),
-            );
+        for i in 0..3000u32 {
+            let key = *blake3::hash(&(i + 100_000 * (n as u32 + 1)).to_le_bytes()).as_bytes();
+            session.write(key, Some(vec![n; 9]));
         }
         session.commit().unwrap();
     }
     assert_ne!(db.root(), root);
-    let got: Vec<_> = iter.collect::<Result<_, _>>().unwrap();
+    got.extend(iter.map(Result::unwrap));
     assert_eq!(got, range(&model, start, end));
+    chunks.extend(export.map(Result::unwrap));
     let mut joined = Vec::new();
-    for chunk in export {
-        let chunk = chunk.unwrap();
+    for chunk in &chunks {
         chunk.verify(&root).unwrap();
         joined.extend_from_slice(chunk.entries());
     }

@@ -26,6 +26,9 @@ const RUNS_AHEAD: usize = 2;
 
 /// Entries of `start..end` at a pinned commit, in key order.
 pub(super) struct RangeIter {
+    /// Runs after the first, read on another thread while these are used.
+    /// Declared first, so its thread is joined before the pin goes.
+    ahead: Option<ReadAhead>,
     shared: Arc<Shared>,
     /// Keeps the commit's undo logs.
     _pin: Pin,
@@ -34,8 +37,6 @@ pub(super) struct RangeIter {
     next: Option<KeyPath>,
     end: Option<KeyPath>,
     ready: std::vec::IntoIter<(KeyPath, Vec<u8>)>,
-    /// Runs after the first, read on another thread while these are used.
-    ahead: Option<ReadAhead>,
 }
 
 struct ReadAhead {

@@ -54,10 +54,14 @@ impl Db {
             path: staging.db_path(),
             ..options.clone()
         };
-        let resumed = read_progress(staging.dir()).filter(|(r, _)| *r == root);
+        let resumed = read_progress(staging.dir())
+            .filter(|(r, _)| *r == root && staging.db_path().is_dir())
+            .and_then(|(_, next)| Some((Db::open(db_options.clone()).ok()?, next)));
         let (db, next) = match resumed {
-            Some((_, next)) if staging.db_path().is_dir() => (Db::open(db_options)?, next),
-            _ => {
+            Some(resumed) => resumed,
+            // Nothing to resume, another root, or work that does not open:
+            // start over.
+            None => {
                 staging.clear()?;
                 let db = Db::open(db_options)?;
                 let next = Some([0; 32]);
@@ -118,12 +122,14 @@ impl Restore {
     /// opens it there. Fails with [`Error::RestoreIncomplete`] before the last
     /// chunk (the restore stays resumable), and with [`Error::RootMismatch`]
     /// if the state built differs from the root, which verified chunks
-    /// cannot cause.
+    /// cannot cause (the next [`Db::restore`] then starts over).
     pub fn finish(self) -> Result<Db, Error> {
         if let Some(next_start) = self.next {
             return Err(Error::RestoreIncomplete { next_start });
         }
         if self.db.root() != self.root {
+            // Not worth resuming: the next restore starts over.
+            let _ = fs::remove_file(self.staging.dir().join(PROGRESS));
             return Err(Error::RootMismatch);
         }
         drop(self.db);

@@ -53,18 +53,23 @@ impl Staging {
         self.dir.join("db")
     }
 
-    /// Removes what an earlier, killed build left.
+    /// Removes what an earlier, killed build left: its files first (a
+    /// restore's progress among them), durably, then its directories, so
+    /// that a kill part-way never leaves progress beside a half-removed
+    /// database.
     pub(super) fn clear(&self) -> Result<(), Error> {
+        let mut dirs = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            if entry.file_name() != LOCK_FILE {
-                let path = entry.path();
-                if path.is_dir() {
-                    fs::remove_dir_all(path)?;
-                } else {
-                    fs::remove_file(path)?;
-                }
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.file_name().is_some_and(|n| n != LOCK_FILE) {
+                fs::remove_file(path)?;
             }
+        }
+        sync_dir(&self.dir)?;
+        for dir in dirs {
+            fs::remove_dir_all(dir)?;
         }
         Ok(())
     }
@@ -80,13 +85,14 @@ impl Staging {
         unsafe {
             libc::malloc_trim(0);
         }
-        if let Err(e) = fs::rename(self.db_path(), &self.target) {
-            let _ = fs::remove_dir_all(&self.dir);
-            return Err(e.into());
-        }
+        // On failure the staging directory stays: a restore resumes from it,
+        // an import clears it.
+        fs::rename(self.db_path(), &self.target)?;
         let parent = self.target.parent().filter(|p| !p.as_os_str().is_empty());
         sync_dir(parent.unwrap_or(Path::new(".")))?;
-        fs::remove_dir_all(&self.dir)?;
+        // The database is in place; what is left is garbage, which a failure
+        // to remove must not make look like a failed build.
+        let _ = fs::remove_dir_all(&self.dir);
         Ok(())
     }
 

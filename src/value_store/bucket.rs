@@ -145,6 +145,11 @@ pub(super) struct EntryRef<'a> {
 }
 
 impl<'a> EntryRef<'a> {
+    /// The value's length, wherever it lives.
+    pub(super) fn value_len(&self) -> usize {
+        self.inline.map_or(self.overflow.0 as usize, <[u8]>::len)
+    }
+
     /// The value, if it is in the bucket (not in overflow space).
     pub(super) fn inline(&self) -> Option<&'a [u8]> {
         self.inline

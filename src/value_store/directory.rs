@@ -101,11 +101,11 @@ impl Directory {
         (slots, run.next().map(|(min, _)| *min))
     }
 
-    /// Every bucket's smallest key with its entry count, in key order.
-    pub(super) fn sizes(&self) -> impl Iterator<Item = (&KeyPath, usize)> {
+    /// Every bucket's smallest key, slot and entry count, in key order.
+    pub(super) fn sizes(&self) -> impl Iterator<Item = (&KeyPath, u32, usize)> {
         self.map
             .iter()
-            .map(|(min, meta)| (min, meta.fingerprints.len()))
+            .map(|(min, meta)| (min, meta.slot, meta.fingerprints.len()))
     }
 
     /// Whether `meta`'s bucket may hold `key` (false: it certainly does not).

@@ -384,31 +384,26 @@ impl ValueStore {
     /// present) key. Sizes are estimated from a sample of buckets.
     pub(crate) fn cut_points(&self, store: &Store, bytes: usize) -> Result<Vec<KeyPath>, Error> {
         const SAMPLE: usize = 32;
-        let (sample, buckets) = {
-            let state = self.state.read();
-            let n = state.dir.buckets();
-            let step = n.div_ceil(SAMPLE).max(1);
-            let mins: Vec<KeyPath> = state
-                .dir
-                .sizes()
-                .step_by(step)
-                .map(|(min, _)| *min)
-                .collect();
-            (mins, n)
-        };
-        // Bytes per entry in the sampled buckets.
+        // Bytes per entry in sampled buckets, evenly spaced; overflow values
+        // count by the length their entry records, unread.
         let (mut entries, mut total) = (0usize, 0usize);
-        for min in sample.iter().take(if buckets == 0 { 0 } else { SAMPLE }) {
-            let (read, _) = self.range(store, min, 1)?;
-            entries += read.len();
-            total += read.iter().map(|(_, v)| 32 + v.len()).sum::<usize>();
-        }
+        let sample = |dir: &Directory| {
+            let step = dir.buckets().div_ceil(SAMPLE).max(1);
+            dir.sizes().step_by(step).map(|(_, slot, _)| slot).collect()
+        };
+        self.with_committed(store, false, sample, |block| {
+            for e in bucket::entries(block)? {
+                entries += 1;
+                total += 32 + e?.value_len();
+            }
+            Ok(())
+        })?;
         let per_entry = total.checked_div(entries).unwrap_or(40).max(1);
         let per_piece = (bytes / per_entry).max(1);
         let state = self.state.read();
         let mut cuts = Vec::new();
         let mut held = 0usize;
-        for (min, count) in state.dir.sizes() {
+        for (min, _, count) in state.dir.sizes() {
             if held >= per_piece {
                 cuts.push(*min);
                 held = 0;
