@@ -5,8 +5,9 @@
 //! the entries are read afterwards at that pinned root while commits go on.
 
 use super::overlay::Pin;
+use super::prefetch::Hint;
 use super::range::RangeIter;
-use super::Db;
+use super::{Db, Shared};
 use crate::trie::proof::PathProof;
 use crate::trie::KeyPath;
 use crate::{Chunk, Error, MultiProof};
@@ -61,9 +62,9 @@ impl Db {
     /// state from them with [`Db::restore`].
     ///
     /// Where the chunks are cut, and the proofs of those cuts, are taken when
-    /// the export begins, with commits held back meanwhile (one multi-proof of
-    /// every cut: a fraction of a second for 1 MiB chunks of a 2^27-key
-    /// state). The entries are read as the iterator goes, at that root, while
+    /// the export begins, with commits held back while the proof (one
+    /// multi-proof of every cut) is taken; the blocks it needs are loaded
+    /// before, without holding commits back. The entries are read as the iterator goes, at that root, while
     /// commits land: the values they overwrite stay in RAM until the
     /// iterator is dropped, as for a session. Cuts fall at bucket boundaries
     /// and sizes are estimated from a sample, so chunks vary in size; a value
@@ -92,11 +93,32 @@ impl Db {
     ) -> Result<impl Iterator<Item = Result<Chunk, Error>> + '_, Error> {
         let shared = &self.shared;
         shared.store.check_usable()?;
+        let cuts = |shared: &Shared| -> Result<Vec<KeyPath>, Error> {
+            let mut starts = vec![[0u8; 32]];
+            starts.extend(shared.values.cut_points(&shared.store, chunk_bytes)?);
+            Ok(starts)
+        };
+        // Load the cuts' paths into the caches before holding commits back:
+        // the prefetcher reads them many at a time, and the same proof, taken
+        // without the lock, waits for the rest. Its result is thrown away (a
+        // commit landing meanwhile may make it fail); only what it loads counts.
+        let early = shared.versions.head();
+        let tentative = cuts(shared)?;
+        shared.prefetch(
+            tentative
+                .iter()
+                .map(|&key| Hint { key, bucket: true })
+                .collect(),
+        );
+        let _ = shared.prove_locked(early, &tentative, None);
         let (pin, head, starts, proof) = {
             let _writer = shared.writer.lock();
             let (pin, head) = Pin::head(shared);
-            let mut starts = vec![[0u8; 32]];
-            starts.extend(shared.values.cut_points(&shared.store, chunk_bytes)?);
+            let starts = if head == early {
+                tentative
+            } else {
+                cuts(shared)?
+            };
             let proof = shared.prove_locked(head, &starts, None)?;
             (pin, head, starts, proof)
         };
