@@ -5,8 +5,11 @@
 //! deep, over a flat hash-table value store. A node opens a [`Db`], runs each block
 //! through a [`Session`] (reads, buffered writes, prefetch hints) and commits it
 //! with [`Session::commit_and_prove`], which returns the new root and a
-//! [`Witness`] a light client can check. The trie core is public too: hashing, the
-//! canonical builder ([`trie::compute_root`]), proofs and their verification
+//! [`Witness`] a light client can check. A new replica takes the state from
+//! peers it does not trust: [`Db::export`] cuts it into [`Chunk`]s that each
+//! prove themselves against the root, and [`Db::restore`] checks every chunk
+//! before storing it. The trie core is public too: hashing, the canonical
+//! builder ([`trie::compute_root`]), proofs and their verification
 //! ([`trie::proof`]).
 //!
 //! Without the default `std` feature the crate is `no_std + alloc` and keeps the
