@@ -423,3 +423,59 @@ fn a_crash_while_a_chain_of_overlays_commits_leaves_a_whole_prefix_of_it() {
     // The faults landed all along the chain, and past it.
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
 }
+
+/// A restore whose commit fails (a write, a sync, a full disk) stored
+/// nothing of that chunk, or all of it; resumed, it finishes with the root.
+#[test]
+fn a_restore_that_fails_mid_chunk_resumes_and_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Db::open(Options::new(dir.path().join("source"))).unwrap();
+    let session = source.begin_session();
+    for i in 0..5000u64 {
+        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
+        session.write(key, Some(i.to_le_bytes().repeat(1 + (i % 700) as usize)));
+    }
+    session.commit().unwrap();
+    let chunks: Vec<crate::Chunk> = source
+        .export(16 << 10)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(chunks.len() >= 6, "{} chunks", chunks.len());
+    let by_start = |start: KeyPath| chunks.iter().position(|c| *c.start() == start).unwrap();
+    let faults = Arc::new(Faults::none());
+    let mut options = Options::new(dir.path().join("restored"));
+    options.faults = Some(faults.clone());
+    let fail: [&dyn Fn(&Faults); 3] = [
+        &|f| f.fail_writes_after(2, true),
+        &|f| f.fail_one_sync_after(0),
+        &|f| f.disk_full_after(1),
+    ];
+    let mut failed = 0;
+    for (round, inject) in fail.iter().cycle().take(6).enumerate() {
+        let mut restore = Db::restore(options.clone(), source.root()).unwrap();
+        let Some(next) = restore.next_start() else {
+            break;
+        };
+        // A chunk or two in, then the fault.
+        let mut i = by_start(next);
+        for _ in 0..round % 2 {
+            if i + 1 < chunks.len() {
+                restore.apply(&chunks[i]).unwrap();
+                i += 1;
+            }
+        }
+        inject(&faults);
+        if restore.apply(&chunks[i]).is_err() {
+            failed += 1;
+        }
+        faults.clear();
+    }
+    assert!(failed >= 3, "only {failed} applies failed");
+    let mut restore = Db::restore(options, source.root()).unwrap();
+    while let Some(next) = restore.next_start() {
+        restore.apply(&chunks[by_start(next)]).unwrap();
+    }
+    let restored = restore.finish().unwrap();
+    assert_eq!(restored.root(), source.root());
+}
