@@ -381,3 +381,51 @@ fn ranges_and_exports_read_one_root_while_commits_run() {
     writer.join().unwrap();
     assert!(checked >= 3);
 }
+
+/// A restore resumed on another day asks for the chunks from its next start:
+/// `export_from` cuts them as the whole export did, and refuses a start that
+/// is no chunk boundary.
+#[test]
+fn export_from_a_restores_next_start_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = sample_model(4000);
+    let db = db_with(&dir.path().join("a"), &model, &[]);
+    let chunks = export_all(&db, 8 << 10);
+    assert!(chunks.len() >= 5);
+    let whole: Vec<Chunk> = db
+        .export_from(&[0; 32], 8 << 10)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(whole, chunks);
+    let target = dir.path().join("b");
+    let mut restore = Db::restore(options(&target), db.root()).unwrap();
+    for chunk in &chunks[..3] {
+        restore.apply(chunk).unwrap();
+    }
+    drop(restore);
+    let mut restore = Db::restore(options(&target), db.root()).unwrap();
+    let next = restore.next_start().unwrap();
+    let rest: Vec<Chunk> = db
+        .export_from(&next, 8 << 10)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rest, chunks[3..]);
+    // From a present key that is no cut, with another size: still a valid chain.
+    let key = *model.keys().nth(1234).unwrap();
+    let mut from_key = db.export_from(&key, 3 << 10).unwrap().map(Result::unwrap);
+    let first = from_key.next().unwrap();
+    assert_eq!((first.start(), first.entries()[0].0), (&key, key));
+    first.verify(&db.root()).unwrap();
+    for chunk in &rest {
+        restore.apply(chunk).unwrap();
+    }
+    assert_eq!(restore.finish().unwrap().root(), db.root());
+    let absent = [0x42; 32];
+    assert!(!model.contains_key(&absent));
+    assert!(matches!(
+        db.export_from(&absent, 8 << 10).map(|_| ()),
+        Err(Error::MalformedChunk(_))
+    ));
+}

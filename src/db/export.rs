@@ -92,11 +92,53 @@ impl Db {
         &self,
         chunk_bytes: usize,
     ) -> Result<impl Iterator<Item = Result<Chunk, Error>> + '_, Error> {
+        self.export_from(&[0; 32], chunk_bytes)
+    }
+
+    /// The chunks of [`Db::export`] from `start` on: what a restore resumed
+    /// at [`Restore::next_start`](crate::Restore::next_start) asks a peer
+    /// for, when the peer's committed root is still the one restored. The
+    /// chunks after the first are cut where a whole export cuts them.
+    ///
+    /// `start` must be the zero key or a key present at the committed root,
+    /// as every chunk boundary is ([`Error::MalformedChunk`] otherwise).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use pagetrie::{Chunk, Db, Options};
+    ///
+    /// let db = Db::open(Options::new(dir.path().join("a")))?;
+    /// let session = db.begin_session();
+    /// for i in 0..2000u32 {
+    ///     session.write(pagetrie::trie::hash_value(&i.to_le_bytes()), Some(vec![7; 40]));
+    /// }
+    /// session.commit()?;
+    /// let chunks: Vec<Chunk> = db.export(16 << 10)?.collect::<Result<_, _>>()?;
+    /// let target = Options::new(dir.path().join("b"));
+    /// let mut restore = Db::restore(target.clone(), db.root())?;
+    /// restore.apply(&chunks[0])?;
+    /// drop(restore); // the node stops here, and later goes on:
+    /// let mut restore = Db::restore(target, db.root())?;
+    /// let next = restore.next_start().expect("more to come");
+    /// for chunk in db.export_from(&next, 16 << 10)? {
+    ///     restore.apply(&chunk?)?;
+    /// }
+    /// assert_eq!(restore.finish()?.root(), db.root());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn export_from(
+        &self,
+        start: &KeyPath,
+        chunk_bytes: usize,
+    ) -> Result<impl Iterator<Item = Result<Chunk, Error>> + '_, Error> {
         let shared = &self.shared;
         shared.store.check_usable()?;
+        let start = *start;
         let cuts = |shared: &Shared| -> Result<Vec<KeyPath>, Error> {
-            let mut starts = vec![[0u8; 32]];
-            starts.extend(shared.values.cut_points(&shared.store, chunk_bytes)?);
+            // The whole export's cuts, so that both cut the same state alike.
+            let mut starts = vec![start];
+            let all = shared.values.cut_points(&shared.store, chunk_bytes)?;
+            starts.extend(all.into_iter().filter(|cut| *cut > start));
             Ok(starts)
         };
         // Load the cuts' paths into the caches before holding commits back:
@@ -115,6 +157,11 @@ impl Db {
         let (pin, head, starts, proof) = {
             let _writer = shared.writer.lock();
             let (pin, head) = Pin::head(shared);
+            if start != [0; 32] && shared.values.get(&shared.store, &start)?.is_none() {
+                return Err(Error::MalformedChunk(
+                    "an export starts at the zero key or at a present key",
+                ));
+            }
             let starts = if head == early {
                 tentative
             } else {
@@ -140,7 +187,7 @@ impl Db {
                 .ok_or(Error::Internal("an export cut outside its proof"))?;
             paths.push(path.clone());
         }
-        let entries = RangeIter::pinned(shared, pin, head.seqno, [0; 32], None);
+        let entries = RangeIter::pinned(shared, pin, head.seqno, start, None);
         Ok(Export {
             entries,
             starts,

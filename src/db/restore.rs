@@ -47,7 +47,8 @@ impl Db {
     /// `<path>.restoring` until [`Restore::finish`]: calling `restore` again
     /// with the same path and root resumes it at [`Restore::next_start`];
     /// with another root, it starts over. A second restore to the same path
-    /// at once fails with [`Error::Locked`].
+    /// at once fails with [`Error::Locked`]. A peer whose committed root is
+    /// still `root` makes the chunks from there with [`Db::export_from`].
     pub fn restore(options: Options, root: Node) -> Result<Restore, Error> {
         let staging = Staging::lock(&options.path, "restoring")?;
         let db_options = Options {
