@@ -12,6 +12,7 @@ use parking_lot::MutexGuard;
 
 use super::metrics::CommitTimers;
 use super::overlay::Base;
+use super::prefetch::Hint;
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
 use crate::commit::{update_trie, Change, Tree, Unwritten};
@@ -125,6 +126,16 @@ impl Shared {
     pub(super) fn prove_head(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         let _writer = self.writer.lock();
         self.prove_locked(self.versions.head(), keys, None)
+    }
+
+    /// Loads into the caches what proving `keys` at the head reads, without
+    /// the writer lock, so that a proof under it later holds commits back
+    /// only briefly: the prefetcher reads many blocks at a time, and a proof
+    /// taken now and thrown away waits for the rest (a commit landing
+    /// meanwhile may make it fail; the caches keep only committed blocks).
+    pub(super) fn load_paths(&self, keys: &[KeyPath]) {
+        self.prefetch(keys.iter().map(|&key| Hint { key, bucket: true }).collect());
+        let _ = self.prove_locked(self.versions.head(), keys, None);
     }
 
     /// The caller holds the writer lock, and the stores under `unwritten`

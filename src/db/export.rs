@@ -5,7 +5,6 @@
 //! the entries are read afterwards at that pinned root while commits go on.
 
 use super::overlay::Pin;
-use super::prefetch::Hint;
 use super::range::RangeIter;
 use super::{Db, Shared};
 use crate::trie::proof::PathProof;
@@ -141,19 +140,10 @@ impl Db {
             starts.extend(all.into_iter().filter(|cut| *cut > start));
             Ok(starts)
         };
-        // Load the cuts' paths into the caches before holding commits back:
-        // the prefetcher reads them many at a time, and the same proof, taken
-        // without the lock, waits for the rest. Its result is thrown away (a
-        // commit landing meanwhile may make it fail); only what it loads counts.
+        // The cuts' paths into the caches before holding commits back.
         let early = shared.versions.head();
         let tentative = cuts(shared)?;
-        shared.prefetch(
-            tentative
-                .iter()
-                .map(|&key| Hint { key, bucket: true })
-                .collect(),
-        );
-        let _ = shared.prove_locked(early, &tentative, None);
+        shared.load_paths(&tentative);
         let (pin, head, starts, proof) = {
             let _writer = shared.writer.lock();
             let (pin, head) = Pin::head(shared);

@@ -72,6 +72,16 @@ impl Stored {
         }
     }
 
+    /// The overflow extent `(start, blocks)` the value occupies, if any.
+    pub(crate) fn extent(&self) -> Option<(u64, u64)> {
+        match self {
+            Stored::Overflow { len, start, .. } => {
+                Some((*start, super::overflow::blocks_for(*len as usize)))
+            }
+            Stored::Inline(_) => None,
+        }
+    }
+
     fn encoded_len(&self) -> usize {
         match self {
             Stored::Inline(v) => 1 + v.as_slice().len(),
@@ -155,6 +165,11 @@ impl<'a> EntryRef<'a> {
         self.inline
     }
 
+    /// Where the value is in overflow space, if it is: length, hash, start.
+    pub(super) fn overflow(&self) -> Option<(u32, ValueHash, u64)> {
+        self.inline.is_none().then_some(self.overflow)
+    }
+
     pub(super) fn to_owned(self) -> Entry {
         let stored = match self.inline {
             Some(v) => Stored::Inline(InlineValue::new(v)),
@@ -171,12 +186,8 @@ impl<'a> EntryRef<'a> {
 
     /// The overflow extent `(start, blocks)` this entry's value occupies, if any.
     pub(super) fn extent(&self) -> Option<(u64, u64)> {
-        self.inline.is_none().then(|| {
-            (
-                self.overflow.2,
-                super::overflow::blocks_for(self.overflow.0 as usize),
-            )
-        })
+        self.overflow()
+            .map(|(len, _, start)| (start, super::overflow::blocks_for(len as usize)))
     }
 }
 

@@ -280,16 +280,28 @@ impl ValueStore {
                     ..
                 }) => (len, hash, start),
             };
-            match overflow::read(store, len, &hash, start) {
-                // Space freed by a publish since the lookup may hold another value
-                // by now: look again.
-                Err(Error::Corrupt { .. })
-                    if !self.state.read().published.is_current(generation) =>
-                {
-                    continue
-                }
-                result => return result.map(Some),
+            if let Some(value) = self.read_overflow(store, generation, len, &hash, start)? {
+                return Ok(Some(value));
             }
+        }
+    }
+
+    /// A value in overflow space, found in a bucket of the state published at
+    /// `generation`; `None` if a publish since freed its space, which may hold
+    /// another value by now: the caller looks again.
+    fn read_overflow(
+        &self,
+        store: &Store,
+        generation: u64,
+        len: u32,
+        hash: &ValueHash,
+        start: u64,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        match overflow::read(store, len, hash, start) {
+            Err(Error::Corrupt { .. }) if !self.state.read().published.is_current(generation) => {
+                Ok(None)
+            }
+            result => result.map(Some),
         }
     }
 
@@ -347,30 +359,21 @@ impl ValueStore {
                     if e.key < *from {
                         continue;
                     }
-                    match e.inline() {
-                        Some(value) => out.push((e.key, value.to_vec())),
-                        None => {
-                            if let Stored::Overflow { len, hash, start } = e.to_owned().stored {
-                                overflows.push((out.len(), len, hash, start));
-                            }
-                            out.push((e.key, Vec::new()));
-                        }
+                    if let Some((len, hash, start)) = e.overflow() {
+                        overflows.push((out.len(), len, hash, start));
                     }
+                    out.push((e.key, e.inline().map(<[u8]>::to_vec).unwrap_or_default()));
                 }
                 Ok(())
             })?;
             let mut moved = false;
             for (i, len, hash, start) in overflows {
-                match overflow::read(store, len, &hash, start) {
-                    Ok(value) => out[i].1 = value,
-                    // As in `get`: freed by a publish since, so look again.
-                    Err(Error::Corrupt { .. })
-                        if !self.state.read().published.is_current(generation) =>
-                    {
+                match self.read_overflow(store, generation, len, &hash, start)? {
+                    Some(value) => out[i].1 = value,
+                    None => {
                         moved = true;
                         break;
                     }
-                    Err(e) => return Err(e),
                 }
             }
             if !moved {
@@ -691,12 +694,7 @@ impl ValuePlan {
                 block,
             });
             let (min, meta) = dir.summarize(slot, part.iter().map(|e| &e.key));
-            let extents = part.iter().filter_map(|e| match e.stored {
-                Stored::Overflow { len, start, .. } => {
-                    Some((start, overflow::blocks_for(len as usize)))
-                }
-                Stored::Inline(_) => None,
-            });
+            let extents = part.iter().filter_map(|e| e.stored.extent());
             self.notes.add(Target::Buckets, slot, |b| {
                 Directory::note(&min, &meta, extents, b)
             });
