@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::worker::Entry;
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
-use crate::trie::{KeyPath, ValueHash};
+use crate::trie::{prefix_last, KeyPath, ValueHash};
 
 /// A value not yet in the store, with its hash; `None`: deleted.
 pub(crate) type UnwrittenValue = Option<(ValueHash, Arc<[u8]>)>;
@@ -58,15 +58,6 @@ impl Unwritten {
     }
 }
 
-/// The greatest key whose first `depth` bits are those of `at`.
-fn prefix_last(at: &KeyPath, depth: usize) -> KeyPath {
-    let mut last = *at;
-    for bit in depth.min(256)..256 {
-        last[bit / 8] |= 0x80 >> (bit % 8);
-    }
-    last
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,7 +93,5 @@ mod tests {
                 (key(0x31), hash(7))
             ]
         );
-        assert_eq!(prefix_last(&key(0), 2)[0], 0x3f);
-        assert_eq!(prefix_last(&key(0), 0), [0xff; 32]);
     }
 }

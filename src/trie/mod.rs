@@ -24,4 +24,6 @@ pub use node::{
     TERMINATOR,
 };
 #[cfg(feature = "std")]
-pub(crate) use node::{bit_at, common_prefix_len, join_canonical, prefix, shares_prefix};
+pub(crate) use node::{
+    bit_at, common_prefix_len, join_canonical, prefix, prefix_last, shares_prefix,
+};

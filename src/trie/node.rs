@@ -94,6 +94,16 @@ pub fn prefix(path: &KeyPath, depth: usize) -> KeyPath {
     out
 }
 
+/// The greatest key whose first `depth` bits are those of `path`: the last
+/// key of the subtree at `depth` on `path`.
+pub(crate) fn prefix_last(path: &KeyPath, depth: usize) -> KeyPath {
+    let mut last = prefix(path, depth);
+    for bit in depth.min(MAX_DEPTH)..MAX_DEPTH {
+        last[bit / 8] |= 0x80 >> (bit % 8);
+    }
+    last
+}
+
 /// How many leading bits `a` and `b` share (256 if equal).
 pub(crate) fn common_prefix_len(a: &KeyPath, b: &KeyPath) -> usize {
     for (i, (x, y)) in a.chunks_exact(8).zip(b.chunks_exact(8)).enumerate() {
@@ -150,5 +160,8 @@ mod tests {
         assert_eq!(prefix(&p, 255)[31], 0);
         assert_eq!(prefix(&p, 256), p);
         assert!(shares_prefix(&p, &[0xbf; 32], 3) && !shares_prefix(&p, &[0xbf; 32], 4));
+        assert_eq!(prefix_last(&[0; 32], 2)[0], 0x3f);
+        assert_eq!(prefix_last(&[0; 32], 0), [0xff; 32]);
+        assert_eq!(prefix_last(&p, 256), p);
     }
 }

@@ -14,7 +14,7 @@ use super::walk::{check_shape, fold, Gap};
 use super::MultiProof;
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
 use crate::trie::node::{
-    hash_internal, hash_value, prefix, shares_prefix, KeyPath, Node, ValueHash, MAX_DEPTH,
+    hash_internal, hash_value, prefix, prefix_last, shares_prefix, KeyPath, Node, ValueHash,
 };
 use crate::Error;
 
@@ -232,10 +232,7 @@ impl Range {
     /// position with every bit from its depth on set.
     fn side(&self, gap: &Gap) -> Side {
         let first = prefix(&gap.position, gap.depth);
-        let mut last = first;
-        for bit in gap.depth..MAX_DEPTH {
-            last[bit / 8] |= 0x80 >> (bit % 8);
-        }
+        let last = prefix_last(&gap.position, gap.depth);
         let before_end = |key: &KeyPath| self.end.is_none_or(|end| *key < end);
         if first >= self.start && before_end(&last) {
             Side::Inside
