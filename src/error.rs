@@ -58,6 +58,17 @@ pub enum Error {
     StaleSession,
     /// Another handle holds the database directory.
     Locked,
+    /// A root that is not among the retained ones ([`crate::Db::roots`]):
+    /// older than the history window, rolled back, or never committed.
+    UnknownRoot,
+    /// [`crate::Db::rollback`] was asked to go further back than the history
+    /// holds; nothing was changed.
+    RollbackTooFar {
+        /// The commits asked for.
+        requested: usize,
+        /// The commits the history holds.
+        retained: usize,
+    },
     /// The database was written in a format this build does not read (format 2
     /// wrote every block twice, through a log; format 3 writes copy-on-write).
     /// Nothing was changed: build the database again (for example with
@@ -190,6 +201,16 @@ impl fmt::Display for Error {
                 "session is stale: another commit landed after it began; begin a new session",
             ),
             Error::Locked => f.write_str("database directory is in use by another handle"),
+            Error::UnknownRoot => {
+                f.write_str("root is not retained: older than the history window, rolled back, or never committed")
+            }
+            Error::RollbackTooFar {
+                requested,
+                retained,
+            } => write!(
+                f,
+                "cannot roll back {requested} commits: the history holds {retained}; nothing was changed"
+            ),
             Error::UnsupportedFormat { found, supported } => write!(
                 f,
                 "database format {found} is not supported (this build reads format {supported}); \

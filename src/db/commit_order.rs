@@ -13,6 +13,7 @@ use parking_lot::MutexGuard;
 use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
+use super::history::{self, Chain, Undo};
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
 use crate::commit::{update_trie, Change, Tree, Unwritten};
@@ -33,6 +34,16 @@ pub(crate) struct Prepared {
     pages: Vec<(PageId, Option<Arc<Page>>)>,
     pub(crate) witness: Witness,
     prove: bool,
+    pub(super) step: Step,
+}
+
+/// What a commit does to the history.
+#[derive(Clone, Copy)]
+pub(super) enum Step {
+    /// Keeps the old values of the keys it writes.
+    Keep,
+    /// Takes the state back this many commits, whose undos it drops.
+    Rollback(usize),
 }
 
 impl Prepared {
@@ -159,7 +170,7 @@ impl Shared {
         Ok(trie.proof)
     }
 
-    fn tree<'a>(&'a self, unwritten: Option<&'a Unwritten>) -> Tree<'a> {
+    pub(super) fn tree<'a>(&'a self, unwritten: Option<&'a Unwritten>) -> Tree<'a> {
         Tree {
             store: &self.store,
             pages: &self.pages,
@@ -175,7 +186,7 @@ impl Shared {
     /// The trie update of `writes` on `head` (the stores' state under
     /// `unwritten`), with the witness of `reads` and the written keys if
     /// `prove`. The caller holds the writer lock.
-    fn prepare(
+    pub(super) fn prepare(
         &self,
         head: Head,
         writes: KeyedValues,
@@ -220,12 +231,13 @@ impl Shared {
                 writes: changes,
             },
             prove,
+            step: Step::Keep,
         })
     }
 
     /// Plans commit `seqno`'s values and starts writing their blocks. The
     /// caller holds the writer lock.
-    fn plan_values(&self, seqno: u64, writes: &KeyedValues) -> Result<ValuePlan, Error> {
+    pub(super) fn plan_values(&self, seqno: u64, writes: &KeyedValues) -> Result<ValuePlan, Error> {
         let started = self.clock();
         let mut plan = self.values.plan(&self.store, writes, seqno)?;
         plan.start_writes(&self.store)?;
@@ -236,7 +248,7 @@ impl Shared {
     /// Plans both stores (the values unless `values` already did), commits
     /// one batch and publishes it. The caller holds the writer lock and has
     /// checked `prepared`'s base is the head.
-    fn apply(&self, prepared: Prepared, values: Option<ValuePlan>) -> Result<CommitOutput, Error> {
+    pub(super) fn apply(&self, prepared: Prepared, values: Option<ValuePlan>) -> Result<CommitOutput, Error> {
         let Prepared {
             base,
             root,
@@ -244,6 +256,7 @@ impl Shared {
             pages,
             witness,
             prove,
+            step,
         } = prepared;
         let seqno = base.seqno + 1;
         let mut value_plan = match values {
@@ -254,6 +267,19 @@ impl Shared {
         let previous = std::mem::take(&mut value_plan.previous);
         let mut page_plan = self.pages.plan(&self.store, pages, seqno)?;
         let mut batch = Batch::new(root, self.store.meta().lengths);
+        let chain = self.versions.head_and_chain().1;
+        let chain = match (self.options.history, step) {
+            (0, _) => Chain::default(),
+            (window, Step::Keep) => {
+                let undo = Undo::new(seqno, base.root, root, &previous)?;
+                batch.history = Some(undo.encode());
+                chain.pushed(undo, window)
+            }
+            (_, Step::Rollback(depth)) => {
+                batch.history = Some(history::rollback_record(depth));
+                chain.popped(depth)
+            }
+        };
         value_plan.stage(&mut batch);
         page_plan.stage(&mut batch);
         CommitTimers::add(&self.timers.plan_ns, started);
@@ -268,9 +294,13 @@ impl Shared {
         self.values
             .publish(value_plan, written.take(Target::Buckets));
         self.pages.publish(page_plan, written.take(Target::Pages));
-        self.versions.advance(Head { seqno, root });
+        let keep_from = chain.keep_from(seqno + 1);
+        self.versions.advance(Head { seqno, root }, chain);
         CommitTimers::add(&self.timers.write_ns, started);
         self.store.maybe_fold();
+        if self.options.history > 0 {
+            self.store.trim_history(keep_from);
+        }
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
         if prove {
             self.timers

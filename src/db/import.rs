@@ -99,8 +99,10 @@ fn build(
     })?;
     progress(ImportProgress::Reading { entries: total });
 
+    // The staging commits are no versions anyone rolls back to.
     let db = Db::open(Options {
         path: staging.db_path(),
+        history: 0,
         ..options.clone()
     })?;
     let budget = (options.import_memory_mib as u64) << 20;

@@ -31,6 +31,10 @@ pub struct Metrics {
     pub retained_versions: u64,
     /// Bytes those kept values take (bounded by the oldest live session).
     pub retained_version_bytes: u64,
+    /// Commits the history reaches back ([`crate::Options::history`]).
+    pub history_commits: u64,
+    /// RAM the history's old values take.
+    pub history_bytes: u64,
     /// Total time updating the trie and building witnesses (zero with metrics off).
     pub commit_trie_ns: u64,
     /// Total time planning the stores' block writes (zero with metrics off).

@@ -8,6 +8,7 @@
 
 mod commit_order;
 mod export;
+mod history;
 mod import;
 mod metrics;
 mod options;
@@ -15,6 +16,7 @@ mod overlay;
 mod prefetch;
 mod range;
 mod restore;
+mod rollback;
 mod session;
 mod staging;
 #[cfg(test)]
@@ -34,6 +36,7 @@ pub use overlay::Overlay;
 pub use restore::Restore;
 pub use session::{CommitOutput, Finished, Session};
 
+use history::Chain;
 use metrics::CommitTimers;
 use versions::{Head, Versions};
 
@@ -102,15 +105,27 @@ impl Db {
         let opened_from_catalog = store.finish_open();
         let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
         let meta = store.meta();
+        let records = store.take_history();
+        let chain = match options.history {
+            0 if !records.is_empty() => {
+                store.erase_history()?;
+                Chain::default()
+            }
+            0 => Chain::default(),
+            window => Chain::replay(records, &meta.root, window)?,
+        };
         let shared = Arc::new(Shared {
             store,
             values,
             pages,
             options,
-            versions: Versions::new(Head {
-                seqno: meta.seqno,
-                root: meta.root,
-            }),
+            versions: Versions::new(
+                Head {
+                    seqno: meta.seqno,
+                    root: meta.root,
+                },
+                chain,
+            ),
             writer: Mutex::new(()),
             opened_from_catalog,
             timers: CommitTimers::default(),
@@ -136,7 +151,7 @@ impl Db {
     /// several reads at one root, use a [`Session`].
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         let base = self.shared.versions.head().seqno;
-        self.shared.read_at(base, key)
+        self.shared.read_pinned(base, key)
     }
 
     /// A multi-proof of `keys` (present or absent) at the committed root
@@ -195,6 +210,8 @@ impl Db {
             live_sessions: retained.sessions,
             retained_versions: retained.versions,
             retained_version_bytes: retained.bytes,
+            history_commits: retained.history,
+            history_bytes: retained.history_bytes,
             commit_trie_ns: s.timers.trie_ns.load(Ordering::Relaxed),
             witness_bytes: s.timers.witness_bytes.load(Ordering::Relaxed),
             commit_plan_ns: s.timers.plan_ns.load(Ordering::Relaxed),
@@ -245,7 +262,7 @@ impl Drop for Db {
 
 impl Shared {
     /// The value of `key` at commit `base`, which a pin keeps readable.
-    fn read_at(&self, base: u64, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+    fn read_pinned(&self, base: u64, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         // The store first: whatever commit it shows, the undo logs of every
         // commit up to it are installed by then.
         let current = self.values.get(&self.store, key)?;

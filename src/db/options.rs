@@ -22,6 +22,7 @@ pub struct Options {
     pub(crate) page_cache_mib: usize,
     pub(crate) value_cache_mib: usize,
     pub(crate) metrics: bool,
+    pub(crate) history: usize,
     /// Faults injected into every file, for tests.
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<std::sync::Arc<crate::io::faults::Faults>>,
@@ -37,6 +38,7 @@ impl std::fmt::Debug for Options {
             .field("page_cache_mib", &self.page_cache_mib)
             .field("value_cache_mib", &self.value_cache_mib)
             .field("metrics", &self.metrics)
+            .field("history", &self.history)
             .finish()
     }
 }
@@ -52,7 +54,8 @@ impl Options {
 
     /// Options for the database in directory `path` (created if absent), with
     /// one commit worker per CPU, the I/O engine chosen automatically, a 1 GiB
-    /// page cache, a 256 MiB value cache, 1 GiB for imports and metrics on.
+    /// page cache, a 256 MiB value cache, 1 GiB for imports, metrics on and a
+    /// history of 64 commits.
     pub fn new(path: impl AsRef<Path>) -> Options {
         Options {
             path: path.as_ref().to_path_buf(),
@@ -62,6 +65,7 @@ impl Options {
             page_cache_mib: 1024,
             value_cache_mib: 256,
             metrics: true,
+            history: 64,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         }
@@ -107,6 +111,17 @@ impl Options {
     /// Whether to time commit phases (I/O and cache counters are always kept).
     pub fn metrics(mut self, on: bool) -> Options {
         self.metrics = on;
+        self
+    }
+
+    /// How many commits before the newest stay readable, provable and
+    /// restorable (default 64): [`crate::Db::roots`], [`crate::Db::read_at`],
+    /// [`crate::Db::prove_at`] and [`crate::Db::rollback`] reach that far
+    /// back. Each commit then also writes the old values of the keys it
+    /// changes; 0 keeps no history and writes nothing for it (and open
+    /// discards any kept before).
+    pub fn history(mut self, commits: usize) -> Options {
+        self.history = commits;
         self
     }
 }

@@ -188,7 +188,7 @@ fn read_through(
     if let Some(value) = unwritten.and_then(|u| u.values.get(key)) {
         return Ok(value.as_ref().map(|(_, v)| v.to_vec()));
     }
-    shared.read_at(pinned, key)
+    shared.read_pinned(pinned, key)
 }
 
 /// A finished session kept in memory, uncommitted: its root and witness, what

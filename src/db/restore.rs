@@ -51,8 +51,10 @@ impl Db {
     /// still `root` makes the chunks from there with [`Db::export_from`].
     pub fn restore(options: Options, root: Node) -> Result<Restore, Error> {
         let staging = Staging::lock(&options.path, "restoring")?;
+        // The chunks' commits are no versions anyone rolls back to.
         let db_options = Options {
             path: staging.db_path(),
+            history: 0,
             ..options.clone()
         };
         let resumed = read_progress(staging.dir())

@@ -12,6 +12,9 @@
 //! moves after the publish. A log is dropped once no live session's base is
 //! older than its commit, so the RAM held is bounded by the oldest session.
 //!
+//! The head moves together with the history's chain (see `history`), so a
+//! reader takes the two as one.
+//!
 //! Owns the head and the sessions' pins. Knows nothing of blocks or the trie:
 //! it sees keys and values only.
 
@@ -19,6 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use parking_lot::RwLock;
 
+use super::history::Chain;
 use super::KeyedValues;
 use crate::trie::{KeyPath, Node};
 
@@ -38,6 +42,8 @@ struct UndoLog {
 
 struct State {
     head: Head,
+    /// The undos that reach back from the head.
+    chain: Chain,
     /// Live pins by base seqno, with their counts.
     pins: BTreeMap<u64, usize>,
     /// Oldest first; every log's commit is newer than the oldest pin's base.
@@ -50,6 +56,9 @@ pub(crate) struct Retained {
     pub(crate) sessions: u64,
     pub(crate) versions: u64,
     pub(crate) bytes: u64,
+    /// Commits the history reaches back, and the RAM it holds.
+    pub(crate) history: u64,
+    pub(crate) history_bytes: u64,
 }
 
 pub(crate) struct Versions {
@@ -57,10 +66,11 @@ pub(crate) struct Versions {
 }
 
 impl Versions {
-    pub(crate) fn new(head: Head) -> Versions {
+    pub(crate) fn new(head: Head, chain: Chain) -> Versions {
         Versions {
             state: RwLock::new(State {
                 head,
+                chain,
                 pins: BTreeMap::new(),
                 logs: VecDeque::new(),
                 bytes: 0,
@@ -78,6 +88,21 @@ impl Versions {
         let head = state.head;
         *state.pins.entry(head.seqno).or_insert(0) += 1;
         head
+    }
+
+    /// Pins the head like [`Versions::pin`], with the chain that reaches back
+    /// from it.
+    pub(crate) fn pin_with_chain(&self) -> (Head, Chain) {
+        let mut state = self.state.write();
+        let head = state.head;
+        *state.pins.entry(head.seqno).or_insert(0) += 1;
+        (head, state.chain.clone())
+    }
+
+    /// The head and the chain that reaches back from it.
+    pub(crate) fn head_and_chain(&self) -> (Head, Chain) {
+        let state = self.state.read();
+        (state.head, state.chain.clone())
     }
 
     /// Pins commit `seqno`, which another pin (at `seqno` or before it) keeps
@@ -113,11 +138,12 @@ impl Versions {
         });
     }
 
-    /// Makes `head` the state new sessions start from. Call after the stores
-    /// publish it.
-    pub(crate) fn advance(&self, head: Head) {
+    /// Makes `head` the state new sessions start from, and `chain` the
+    /// history behind it. Call after the stores publish it.
+    pub(crate) fn advance(&self, head: Head, chain: Chain) {
         let mut state = self.state.write();
         state.head = head;
+        state.chain = chain;
         state.prune();
     }
 
@@ -171,6 +197,8 @@ impl Versions {
             sessions: state.pins.values().sum::<usize>() as u64,
             versions: state.logs.len() as u64,
             bytes: state.bytes as u64,
+            history: state.chain.len() as u64,
+            history_bytes: state.chain.bytes() as u64,
         }
     }
 }
@@ -206,15 +234,15 @@ mod tests {
 
     #[test]
     fn a_pinned_base_reads_its_values_until_unpinned() {
-        let v = Versions::new(head(0));
+        let v = Versions::new(head(0), Chain::default());
         let base = v.pin();
         assert_eq!(base, head(0));
         v.install(1, vec![(key(1), None), (key(2), Some(vec![2]))]);
         // Before and after the publish: the store may show commit 0 or 1.
         assert_eq!(v.resolve(0, &key(1), Some(vec![9])), None);
-        v.advance(head(1));
+        v.advance(head(1), Chain::default());
         v.install(2, vec![(key(1), Some(vec![10])), (key(3), Some(vec![3]))]);
-        v.advance(head(2));
+        v.advance(head(2), Chain::default());
         assert_eq!(v.resolve(0, &key(1), Some(vec![11])), None);
         assert_eq!(v.resolve(0, &key(2), None), Some(vec![2]));
         assert_eq!(v.resolve(0, &key(3), Some(vec![30])), Some(vec![3]));
@@ -228,13 +256,13 @@ mod tests {
 
     #[test]
     fn a_log_being_published_is_kept_without_pins() {
-        let v = Versions::new(head(4));
+        let v = Versions::new(head(4), Chain::default());
         v.install(5, vec![(key(1), Some(vec![1]))]);
         let base = v.pin();
         v.unpin(base.seqno);
         // The head is still 4: a session may yet begin there.
         assert_eq!(v.retained().versions, 1);
-        v.advance(head(5));
+        v.advance(head(5), Chain::default());
         assert_eq!(v.retained().versions, 0);
     }
 }

@@ -17,6 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::framing::{self, to_blocks};
 use super::slot_map::{SlotMap, SLOTTED};
 use super::{write_blocks, Meta, Target};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
@@ -30,8 +31,6 @@ const SNAPSHOT_MAGIC: &[u8; 8] = b"ptcatsnp";
 const RECORD_MAGIC: &[u8; 8] = b"ptcatrec";
 const VERSION: u64 = 1;
 const CHECKSUM: usize = 4088;
-/// A record's header: magic, checksum, seqno, payload length.
-const RECORD_HEADER: usize = 32;
 /// A note entry's header: target, slot, length.
 const ENTRY_HEADER: usize = 9;
 /// Blocks of snapshot written per batch: bounds the RAM a snapshot write takes.
@@ -154,15 +153,14 @@ impl Recent {
         let Some(payloads) = &mut self.payloads else {
             return;
         };
-        let header = &record[0].0;
-        let len = u64::from_le_bytes(header[24..32].try_into().unwrap_or_default()) as usize;
+        let len = framing::payload_len(&record[0]);
         if payloads.len() + len > RECENT_MAX {
             self.payloads = None;
             return;
         }
         let mut left = len;
         for (i, block) in record.iter().enumerate() {
-            let from = if i == 0 { RECORD_HEADER } else { 0 };
+            let from = if i == 0 { framing::HEADER } else { 0 };
             let take = left.min(BLOCK_SIZE - from);
             payloads.extend_from_slice(&block.0[from..from + take]);
             left -= take;
@@ -246,7 +244,7 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
     // The records after the snapshot, up to the durable commit.
     let log = std::fs::read(dir.join(LOG)).unwrap_or_default();
     let (mut at, mut last) = (0, base);
-    while let Some((seqno, payload, next)) = parse_record(&log, at) {
+    while let Some((seqno, payload, next)) = framing::parse(RECORD_MAGIC, &log, at) {
         if seqno > durable.seqno || (seqno > base && seqno != last + 1) {
             break;
         }
@@ -298,24 +296,6 @@ fn read_snapshot(dir: &Path) -> Option<(u64, u64, Vec<u8>)> {
     bytes.drain(..BLOCK_SIZE);
     bytes.truncate(len);
     Some((base, seed, bytes))
-}
-
-/// The record at `at`: seqno, payload and where the next begins.
-fn parse_record(log: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
-    let header = log.get(at..at.checked_add(RECORD_HEADER)?)?;
-    if &header[0..8] != RECORD_MAGIC {
-        return None;
-    }
-    let seqno = u64::from_le_bytes(header[16..24].try_into().ok()?);
-    let len = usize::try_from(u64::from_le_bytes(header[24..32].try_into().ok()?)).ok()?;
-    let end = (at + RECORD_HEADER).checked_add(len)?;
-    let summed = log.get(at + 16..end)?;
-    if twox_hash::XxHash3_64::oneshot(summed) != u64::from_le_bytes(header[8..16].try_into().ok()?)
-    {
-        return None;
-    }
-    let next = end.div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
-    Some((seqno, &log[at + RECORD_HEADER..end], next))
 }
 
 /// The newest note of each used slot; `None` if a used slot has none.
@@ -389,35 +369,14 @@ pub(super) fn record(
     let unnoted = written
         .iter()
         .filter(|&&(t, slot)| SLOTTED.contains(&t) && !noted.is_used(t, slot));
-    let mut bytes = Vec::with_capacity(RECORD_HEADER + notes.buf.len());
-    bytes.extend_from_slice(RECORD_MAGIC);
-    bytes.extend_from_slice(&[0; 8]);
-    bytes.extend_from_slice(&seqno.to_le_bytes());
-    bytes.extend_from_slice(&[0; 8]);
-    bytes.extend_from_slice(&notes.buf);
-    let mut empty = Notes { buf: bytes };
+    let mut payload = Notes {
+        buf: notes.buf.clone(),
+    };
     for &(target, slot) in unnoted {
         let slot = u32::try_from(slot).map_err(|_| Error::Internal("a slot past u32"))?;
-        empty.add(target, slot, |_| {});
+        payload.add(target, slot, |_| {});
     }
-    let mut bytes = empty.buf;
-    let len = (bytes.len() - RECORD_HEADER) as u64;
-    bytes[24..32].copy_from_slice(&len.to_le_bytes());
-    let sum = twox_hash::XxHash3_64::oneshot(&bytes[16..]);
-    bytes[8..16].copy_from_slice(&sum.to_le_bytes());
-    Ok(to_blocks(&bytes))
-}
-
-/// `bytes` in zero-padded blocks.
-fn to_blocks(bytes: &[u8]) -> Vec<BlockBuf> {
-    bytes
-        .chunks(BLOCK_SIZE)
-        .map(|chunk| {
-            let mut b = Block::zeroed();
-            b.0[..chunk.len()].copy_from_slice(chunk);
-            b
-        })
-        .collect()
+    Ok(framing::frame(RECORD_MAGIC, seqno, &payload.buf))
 }
 
 /// Where a snapshot's notes come from.
@@ -559,7 +518,7 @@ mod tests {
     /// The payload of a record as it lies in the log.
     fn payload(blocks: &[BlockBuf], seqno: u64) -> Vec<u8> {
         let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
-        let (found, payload, next) = parse_record(&log, 0).unwrap();
+        let (found, payload, next) = framing::parse(RECORD_MAGIC, &log, 0).unwrap();
         assert_eq!((found, next), (seqno, blocks.len() * BLOCK_SIZE));
         payload.to_vec()
     }
@@ -602,20 +561,5 @@ mod tests {
         notes.add(Target::Pages, 5, |b| b.push(1));
         let e = written_by(1, &notes, &[(Target::Pages, 4)]).err();
         assert!(matches!(e, Some(Error::Internal(_))), "{e:?}");
-    }
-
-    #[test]
-    fn a_damaged_record_ends_the_log() {
-        let mut notes = Notes::default();
-        notes.add(Target::Pages, 0, |b| b.extend_from_slice(&[7; 5000]));
-        let blocks = written_by(3, &notes, &[(Target::Pages, 0)]).unwrap();
-        let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
-        assert!(parse_record(&log, 0).is_some());
-        for at in [0, 9, 17, 25, 40, 4100] {
-            let mut bad = log.clone();
-            bad[at] ^= 1;
-            assert!(parse_record(&bad, 0).is_none(), "byte {at}");
-        }
-        assert!(parse_record(&log[..5000], 0).is_none());
     }
 }

@@ -13,6 +13,8 @@
 //! value store build on it.
 
 mod catalog;
+mod framing;
+mod history;
 mod meta;
 mod published;
 mod slot_map;
@@ -107,6 +109,9 @@ pub(crate) struct Batch {
     /// The catalog note of each page and bucket written, so open can index
     /// them without reading them.
     pub(crate) notes: Notes,
+    /// The commit's history record, if history is kept (see
+    /// [`Store::take_history`]).
+    pub(crate) history: Option<Vec<u8>>,
 }
 
 /// Block writes started ahead of their commit, so the disk works while the
@@ -161,6 +166,7 @@ impl Batch {
             lengths,
             early: None,
             notes: Notes::default(),
+            history: None,
         }
     }
 }
@@ -225,6 +231,8 @@ pub(crate) struct Store {
     /// Where commits append their catalog records.
     log: Arc<DataFile>,
     catalog: Mutex<CatalogState>,
+    /// Where commits append their history records.
+    history: Mutex<history::HistoryLog>,
     #[cfg(any(test, feature = "fault-injection"))]
     faults: Option<Arc<crate::io::faults::Faults>>,
     _lock: DirLock,
@@ -296,6 +304,7 @@ impl Store {
         let log = open(catalog::LOG)?;
         let found = catalog::load(dir, &log, &durable.meta, &durable.map, random_seed())?;
         let usable = found.catalog.is_some();
+        let history = history::load(dir, open(history::FILE)?, durable.meta.seqno)?;
         Ok(Store {
             io,
             targets,
@@ -317,6 +326,7 @@ impl Store {
                 log_end: found.log_end,
                 fold_at: MIN_FOLD_BLOCKS.max(found.snapshot_blocks),
             }),
+            history: Mutex::new(history),
             #[cfg(any(test, feature = "fault-injection"))]
             faults: config.faults.clone(),
             _lock: lock,
@@ -402,6 +412,43 @@ impl Store {
         if result.is_err() {
             state.fold_at = state.log_end * 2;
         }
+    }
+
+    /// The history records open found, oldest first, each with its commit's
+    /// seqno: those of every durable commit that wrote one since the file was
+    /// last emptied or trimmed. Taken once; later calls return none.
+    pub(crate) fn take_history(&self) -> Vec<(u64, Vec<u8>)> {
+        std::mem::take(&mut self.history.lock().found)
+    }
+
+    /// Drops the history records of commits before `keep_from` when that
+    /// shrinks the file enough to pay for rewriting it. Called between
+    /// commits; a rewrite that fails leaves the records as they were.
+    pub(crate) fn trim_history(&self, keep_from: u64) {
+        let _one_at_a_time = self.commit_lock.lock();
+        if self.check_usable().is_err() {
+            return;
+        }
+        let open = |path: &Path| -> Result<DataFile, Error> {
+            #[allow(unused_mut)]
+            let mut file = DataFile::open(path)?;
+            #[cfg(any(test, feature = "fault-injection"))]
+            {
+                file.faults = self.faults.clone();
+            }
+            Ok(file)
+        };
+        let _ = self
+            .history
+            .lock()
+            .trim(&self.dir, &self.io, open, keep_from);
+    }
+
+    /// Drops every history record, durably.
+    pub(crate) fn erase_history(&self) -> Result<(), Error> {
+        let _one_at_a_time = self.commit_lock.lock();
+        self.check_usable()?;
+        self.history.lock().erase()
     }
 
     /// Writes the snapshot of commit `seqno` from `source` and empties the log.
@@ -619,6 +666,16 @@ impl Store {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
         map_file.reserve(meta.map_blocks)?;
+        let history = match batch.history.take() {
+            Some(payload) => {
+                let blocks = history::HistoryLog::record(meta.seqno, &payload);
+                let log = self.history.lock();
+                log.file.reserve(log.end + blocks.len() as u64)?;
+                Some((log.file.clone(), log.end, blocks))
+            }
+            None => None,
+        };
+        let history_blocks = history.as_ref().map(|h| h.2.len() as u64);
         let mut catalog_state = self.catalog.lock();
         let log_end = catalog_state.log_end;
         let record_blocks = record.len() as u64;
@@ -627,11 +684,22 @@ impl Store {
         catalog_state.recent.push(&record);
         drop(catalog_state);
         let record = (log_end, record);
-        let result = self.commit_locked(batch.writes, early, record, &meta, map_file, map_blocks);
+        let result = self.commit_locked(
+            batch.writes,
+            early,
+            record,
+            history,
+            &meta,
+            map_file,
+            map_blocks,
+        );
         match result {
             Ok(_) => {
                 *self.durable.write() = Durable { meta, map };
                 self.catalog.lock().log_end = log_end + record_blocks;
+                if let Some(blocks) = history_blocks {
+                    self.history.lock().appended(meta.seqno, blocks);
+                }
             }
             Err(_) => self.poisoned.store(true, Ordering::SeqCst),
         }
@@ -643,14 +711,15 @@ impl Store {
         writes: Vec<BlockWrite>,
         early: Option<Prewritten>,
         (log_end, record): (u64, Vec<BlockBuf>),
+        history: Option<(Arc<DataFile>, u64, Vec<BlockBuf>)>,
         meta: &Meta,
         map_file: &Arc<DataFile>,
         map_blocks: Vec<BlockBuf>,
     ) -> Result<Written, Error> {
         // 1. The blocks, to slots the durable state does not use (some
-        // started early), and the catalog record, past the log's end; synced
-        // before the map names them. A failure here leaves the durable state
-        // as it was.
+        // started early), and the catalog and history records, past their
+        // logs' ends; synced before the map names them. A failure here leaves
+        // the durable state as it was.
         let logged = self
             .io
             .start_all(record.into_iter().enumerate().map(|(i, b)| {
@@ -661,6 +730,12 @@ impl Store {
                     b,
                 )
             }));
+        let history = history.map(|(file, end, blocks)| {
+            let pending = self.io.start_all(blocks.into_iter().enumerate().map(|(i, b)| {
+                (file.clone(), Op::Write, (end + i as u64) * BLOCK_SIZE as u64, b)
+            }));
+            (file, pending)
+        });
         let (mut places, late) = self.start_writes(writes)?;
         let mut blocks = Vec::new();
         if let Some(mut early) = early {
@@ -688,6 +763,10 @@ impl Store {
             self.targets[t as usize].sync()?;
         }
         self.log.sync()?;
+        if let Some((file, pending)) = history {
+            pending.wait()?;
+            file.sync()?;
+        }
 
         // 2. The slot map, synced: the commit point, since recovery rolls
         // forward to any whole map. If it fails, the map is erased so that the
@@ -711,12 +790,13 @@ impl Store {
 
     /// Every file, for tests that model power loss.
     #[cfg(any(test, feature = "fault-injection"))]
-    pub(crate) fn files(&self) -> Vec<&DataFile> {
+    pub(crate) fn files(&self) -> Vec<Arc<DataFile>> {
+        let history = self.history.lock().file.clone();
         self.targets
             .iter()
             .chain(&self.maps)
-            .chain([&self.meta_file, &self.log])
-            .map(|f| &**f)
+            .chain([&self.meta_file, &self.log, &history])
+            .cloned()
             .collect()
     }
 

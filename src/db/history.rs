@@ -1,0 +1,361 @@
+//! The history: what takes the committed state back to each of the recent
+//! commits [`crate::Options::history`] keeps.
+//!
+//! Each commit keeps an [`Undo`], the old values of the keys it changed (a
+//! reverse log; docs/architecture.md says why not old blocks). The chain of
+//! undos, newest last, links each retained root to the one before it. The
+//! value of a key `d` commits back is its value in the oldest of the newest
+//! `d` undos that names it, else its committed value. A rollback by `k` is an
+//! ordinary commit of those values for every key the newest `k` undos name,
+//! after which those undos are gone.
+//!
+//! The store keeps a record per commit (the undo, or how many undos a
+//! rollback dropped); open replays them. Owns the records' layout and the
+//! chain; knows nothing of blocks or the trie.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::KeyedValues;
+use crate::trie::{KeyPath, Node};
+use crate::Error;
+
+const UNDO: u8 = 0;
+const ROLLBACK: u8 = 1;
+/// An absent old value's length.
+const ABSENT: u32 = u32::MAX;
+
+/// The old values of the keys one commit changed, compactly: a retained
+/// commit at 2^24 accounts holds about 50,000.
+pub(crate) struct Undo {
+    /// The commit, for trimming the store's records.
+    pub(crate) seqno: u64,
+    pub(crate) root_before: Node,
+    pub(crate) root_after: Node,
+    /// Sorted, each once.
+    keys: Vec<KeyPath>,
+    /// Each key's old value: where it starts in `values` and its length
+    /// (`ABSENT`: the key had none).
+    spans: Vec<(u32, u32)>,
+    values: Vec<u8>,
+}
+
+impl Undo {
+    /// The undo of commit `seqno` from `root_before` to `root_after`, which
+    /// replaced `previous` (sorted by key, each key once).
+    pub(crate) fn new(
+        seqno: u64,
+        root_before: Node,
+        root_after: Node,
+        previous: &KeyedValues,
+    ) -> Result<Undo, Error> {
+        let mut undo = Undo {
+            seqno,
+            root_before,
+            root_after,
+            keys: Vec::with_capacity(previous.len()),
+            spans: Vec::with_capacity(previous.len()),
+            values: Vec::new(),
+        };
+        for (key, value) in previous {
+            undo.push(*key, value.as_deref())?;
+        }
+        Ok(undo)
+    }
+
+    fn push(&mut self, key: KeyPath, value: Option<&[u8]>) -> Result<(), Error> {
+        if self.keys.last().is_some_and(|last| *last >= key) {
+            return Err(Error::Internal("an undo's keys out of order"));
+        }
+        let start = u32::try_from(self.values.len());
+        let span = match value {
+            None => (0, ABSENT),
+            Some(v) => match (start, u32::try_from(v.len())) {
+                (Ok(start), Ok(len)) if len != ABSENT => {
+                    self.values.extend_from_slice(v);
+                    (start, len)
+                }
+                _ => return Err(Error::Internal("an undo larger than 4 GiB")),
+            },
+        };
+        self.keys.push(key);
+        self.spans.push(span);
+        Ok(())
+    }
+
+    /// The old value of `key`, if this commit changed it.
+    fn get(&self, key: &KeyPath) -> Option<Option<&[u8]>> {
+        let i = self.keys.binary_search(key).ok()?;
+        Some(self.value(i))
+    }
+
+    fn value(&self, i: usize) -> Option<&[u8]> {
+        let (start, len) = self.spans[i];
+        (len != ABSENT).then(|| &self.values[start as usize..start as usize + len as usize])
+    }
+
+    /// Its record: kind, the two roots, the entry count, then each key with
+    /// its old value's length (`u32::MAX`: absent) and bytes.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(73 + self.keys.len() * 36 + self.values.len());
+        out.push(UNDO);
+        out.extend_from_slice(&self.root_before);
+        out.extend_from_slice(&self.root_after);
+        out.extend_from_slice(&(self.keys.len() as u64).to_le_bytes());
+        for (i, key) in self.keys.iter().enumerate() {
+            out.extend_from_slice(key);
+            out.extend_from_slice(&self.spans[i].1.to_le_bytes());
+            out.extend_from_slice(self.value(i).unwrap_or_default());
+        }
+        out
+    }
+
+    /// The RAM it holds, for [`crate::Metrics`].
+    fn bytes(&self) -> usize {
+        size_of::<Undo>() + self.keys.len() * 40 + self.values.len()
+    }
+}
+
+/// A rollback's record: how many undos it dropped.
+pub(crate) fn rollback_record(dropped: usize) -> Vec<u8> {
+    let mut out = vec![ROLLBACK];
+    out.extend_from_slice(&(dropped as u64).to_le_bytes());
+    out
+}
+
+/// What a record says.
+enum Record {
+    Undo(Undo),
+    Rollback(usize),
+}
+
+fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
+    let mut r = Reader(bytes);
+    let record = match r.take(1)?[0] {
+        UNDO => {
+            let root_before = r.take(32)?.try_into().ok()?;
+            let root_after = r.take(32)?.try_into().ok()?;
+            let count = r.u64()?;
+            let mut undo = Undo::new(seqno, root_before, root_after, &Vec::new()).ok()?;
+            for _ in 0..count {
+                let key = r.take(32)?.try_into().ok()?;
+                let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
+                let value = match len {
+                    ABSENT => None,
+                    len => Some(r.take(len as usize)?),
+                };
+                undo.push(key, value).ok()?;
+            }
+            Record::Undo(undo)
+        }
+        ROLLBACK => Record::Rollback(usize::try_from(r.u64()?).ok()?),
+        _ => return None,
+    };
+    r.0.is_empty().then_some(record)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+/// The retained undos, oldest first; shared, so a reader keeps the chain it
+/// began with while commits go on.
+#[derive(Clone, Default)]
+pub(crate) struct Chain(Arc<Vec<Arc<Undo>>>);
+
+impl Chain {
+    /// The chain the store's `records` (oldest first) leave behind a head of
+    /// root `head`, at most `window` long. Undos that do not link up to the
+    /// head (history was off for a while, or the file was damaged) are not
+    /// kept: the history then reaches back less far, never to a wrong state.
+    pub(crate) fn replay(
+        records: Vec<(u64, Vec<u8>)>,
+        head: &Node,
+        window: usize,
+    ) -> Result<Chain, Error> {
+        let mut undos: Vec<Arc<Undo>> = Vec::new();
+        for (seqno, bytes) in records {
+            match decode(seqno, &bytes) {
+                Some(Record::Undo(undo)) => undos.push(Arc::new(undo)),
+                Some(Record::Rollback(dropped)) => {
+                    undos.truncate(undos.len().saturating_sub(dropped))
+                }
+                None => return Err(Error::corrupt("history record")),
+            }
+        }
+        let mut expected = *head;
+        let linked = undos
+            .iter()
+            .rev()
+            .take_while(|undo| {
+                let links = undo.root_after == expected;
+                expected = undo.root_before;
+                links
+            })
+            .count()
+            .min(window);
+        undos.drain(..undos.len() - linked);
+        Ok(Chain(Arc::new(undos)))
+    }
+
+    /// How many commits back it reaches.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The retained roots, the head's (`head`) first.
+    pub(crate) fn roots(&self, head: &Node) -> Vec<Node> {
+        std::iter::once(*head)
+            .chain(self.0.iter().rev().map(|undo| undo.root_before))
+            .collect()
+    }
+
+    /// How many commits before the head `root` is (0: the head's own root),
+    /// the newest such if it appears more than once.
+    pub(crate) fn depth_of(&self, head: &Node, root: &Node) -> Option<usize> {
+        self.roots(head).iter().position(|r| r == root)
+    }
+
+    /// The newest `depth` undos, oldest first.
+    fn newest(&self, depth: usize) -> &[Arc<Undo>] {
+        &self.0[self.0.len() - depth.min(self.0.len())..]
+    }
+
+    /// The value of `key` `depth` commits back, if a commit since changed
+    /// it; `None`: it is the same as at the head.
+    pub(crate) fn changed_value(&self, depth: usize, key: &KeyPath) -> Option<Option<&[u8]>> {
+        self.newest(depth).iter().find_map(|undo| undo.get(key))
+    }
+
+    /// The writes that take the head back `depth` commits: every key the
+    /// newest `depth` undos name, with its value there. Sorted by key.
+    pub(crate) fn writes_back(&self, depth: usize) -> KeyedValues {
+        let mut out = BTreeMap::new();
+        for undo in self.newest(depth) {
+            for (i, key) in undo.keys.iter().enumerate() {
+                out.entry(*key)
+                    .or_insert_with(|| undo.value(i).map(<[u8]>::to_vec));
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// The chain after a commit that kept `undo`, at most `window` long.
+    pub(crate) fn pushed(&self, undo: Undo, window: usize) -> Chain {
+        let mut undos: Vec<Arc<Undo>> = self.0.as_ref().clone();
+        undos.push(Arc::new(undo));
+        let over = undos.len().saturating_sub(window);
+        undos.drain(..over);
+        Chain(Arc::new(undos))
+    }
+
+    /// The chain after a rollback of `depth` commits.
+    pub(crate) fn popped(&self, depth: usize) -> Chain {
+        let keep = self.0.len().saturating_sub(depth);
+        Chain(Arc::new(self.0[..keep].to_vec()))
+    }
+
+    /// The oldest commit whose record the store must keep; `next` (the next
+    /// commit) if none.
+    pub(crate) fn keep_from(&self, next: u64) -> u64 {
+        self.0.first().map_or(next, |undo| undo.seqno)
+    }
+
+    /// The RAM it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.0.iter().map(|undo| undo.bytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn undo(seqno: u64, before: u8, after: u8, entries: &[(u8, Option<&[u8]>)]) -> Undo {
+        let previous = entries
+            .iter()
+            .map(|(k, v)| ([*k; 32], v.map(<[u8]>::to_vec)))
+            .collect();
+        Undo::new(seqno, [before; 32], [after; 32], &previous).unwrap()
+    }
+
+    fn records(items: Vec<(u64, Vec<u8>)>, head: u8, window: usize) -> Chain {
+        Chain::replay(items, &[head; 32], window).unwrap()
+    }
+
+    #[test]
+    fn an_undo_round_trips_and_answers_by_key() {
+        let u = undo(7, 1, 2, &[(1, None), (3, Some(b"")), (5, Some(b"five"))]);
+        let Some(Record::Undo(back)) = decode(7, &u.encode()) else {
+            panic!("not an undo")
+        };
+        assert_eq!(back.encode(), u.encode());
+        assert_eq!(back.get(&[1; 32]), Some(None));
+        assert_eq!(back.get(&[3; 32]), Some(Some(&b""[..])));
+        assert_eq!(back.get(&[5; 32]), Some(Some(&b"five"[..])));
+        assert_eq!(back.get(&[4; 32]), None);
+        let bytes = u.encode();
+        assert!(decode(7, &bytes[..bytes.len() - 1]).is_none());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(7, &longer).is_none());
+    }
+
+    #[test]
+    fn values_back_come_from_the_oldest_undo_that_names_the_key() {
+        // Roots 1 -> 2 -> 3: key 9 was "a", then "b", now "c".
+        let chain = Chain::default()
+            .pushed(undo(1, 1, 2, &[(9, Some(b"a"))]), 8)
+            .pushed(undo(2, 2, 3, &[(8, None), (9, Some(b"b"))]), 8);
+        let head = [3; 32];
+        assert_eq!(chain.roots(&head), vec![[3; 32], [2; 32], [1; 32]]);
+        assert_eq!(chain.depth_of(&head, &[1; 32]), Some(2));
+        assert_eq!(chain.depth_of(&head, &[4; 32]), None);
+        assert_eq!(chain.changed_value(0, &[9; 32]), None);
+        assert_eq!(chain.changed_value(1, &[9; 32]), Some(Some(&b"b"[..])));
+        assert_eq!(chain.changed_value(2, &[9; 32]), Some(Some(&b"a"[..])));
+        assert_eq!(chain.changed_value(2, &[8; 32]), Some(None));
+        assert_eq!(chain.changed_value(2, &[7; 32]), None);
+        assert_eq!(
+            chain.writes_back(2),
+            vec![([8; 32], None), ([9; 32], Some(b"a".to_vec()))]
+        );
+        assert_eq!(chain.popped(1).roots(&[2; 32]), vec![[2; 32], [1; 32]]);
+        assert_eq!(chain.pushed(undo(3, 3, 4, &[]), 2).roots(&[4; 32]).len(), 3);
+    }
+
+    #[test]
+    fn replay_applies_rollbacks_and_keeps_only_what_links_to_the_head() {
+        let items = vec![
+            (1, undo(1, 0, 1, &[]).encode()),
+            (2, undo(2, 1, 2, &[]).encode()),
+            (3, undo(3, 2, 3, &[]).encode()),
+            (4, rollback_record(2)),
+            (5, undo(5, 1, 5, &[]).encode()),
+        ];
+        let chain = records(items.clone(), 5, 64);
+        assert_eq!(chain.roots(&[5; 32]), vec![[5; 32], [1; 32], [0; 32]]);
+        assert_eq!(chain.keep_from(6), 1);
+        assert_eq!(records(items.clone(), 5, 1).len(), 1);
+        // A head the records do not lead to: nothing links.
+        assert_eq!(records(items.clone(), 9, 64).len(), 0);
+        // A gap (commits without records): only what is after it links.
+        let gap = vec![items[0].clone(), (7, undo(7, 6, 7, &[]).encode())];
+        assert_eq!(records(gap, 7, 64).roots(&[7; 32]), vec![[7; 32], [6; 32]]);
+        let bad = vec![(1, vec![9, 9])];
+        assert!(Chain::replay(bad, &[0; 32], 4).is_err());
+    }
+}

@@ -1,0 +1,143 @@
+//! The retained roots: reads and proofs at them, and rollback to them
+//! (see `history` for how they are kept).
+
+use super::commit_order::Step;
+use super::{Db, Shared};
+use crate::commit::{update_trie, Change};
+use crate::trie::proof::MultiProof;
+use crate::trie::{hash_value, KeyPath, Node};
+use crate::Error;
+
+impl Db {
+    /// The retained roots, newest (the committed root, [`Db::root`]) first:
+    /// at most [`crate::Options::history`] commits back, fewer after a
+    /// rollback, since open with a longer window, or on a database that has
+    /// not made that many commits.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = pagetrie::Db::open(pagetrie::Options::new(dir.path()).history(2))?;
+    /// let empty = db.root();
+    /// for i in 1..=3u8 {
+    ///     let session = db.begin_session();
+    ///     session.write([i; 32], Some(vec![i]));
+    ///     session.commit()?;
+    /// }
+    /// let roots = db.roots();
+    /// assert_eq!((roots.len(), roots[0]), (3, db.root()));
+    /// assert!(!roots.contains(&empty));
+    /// assert_eq!(db.read_at(&roots[2], &[2; 32])?, None);
+    /// assert_eq!(db.read_at(&roots[1], &[2; 32])?, Some(vec![2]));
+    /// assert_eq!(db.rollback(2)?, roots[2]);
+    /// assert_eq!(db.roots(), roots[2..]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn roots(&self) -> Vec<Node> {
+        let (head, chain) = self.shared.versions.head_and_chain();
+        chain.roots(&head.root)
+    }
+
+    /// Makes the root `commits` commits back ([`Db::roots`]`[commits]`) the
+    /// committed root again and returns it; durable on return. It is a commit
+    /// of the old values: sessions and overlays begun before it are refused
+    /// at commit ([`Error::StaleSession`]), later commits build on the
+    /// restored root, and the commits rolled back are gone from
+    /// [`Db::roots`]. A crash leaves the state before or after it, never a
+    /// mix.
+    ///
+    /// Fails with [`Error::RollbackTooFar`], changing nothing, if the history
+    /// does not reach that far. `rollback(0)` changes nothing.
+    pub fn rollback(&self, commits: usize) -> Result<Node, Error> {
+        self.shared.rollback(commits)
+    }
+
+    /// The value of `key` in the state whose root is `root`, one of
+    /// [`Db::roots`]; [`Error::UnknownRoot`] for any other. Safe from any
+    /// thread while commits and rollbacks run.
+    pub fn read_at(&self, root: &Node, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        let versions = &self.shared.versions;
+        let (head, chain) = versions.pin_with_chain();
+        let value = match chain.depth_of(&head.root, root) {
+            None => Err(Error::UnknownRoot),
+            Some(depth) => match chain.changed_value(depth, key) {
+                Some(old) => Ok(old.map(<[u8]>::to_vec)),
+                None => self.shared.read_pinned(head.seqno, key),
+            },
+        };
+        versions.unpin(head.seqno);
+        value
+    }
+
+    /// A multi-proof of `keys` (present or absent) at `root`, one of
+    /// [`Db::roots`]; [`Error::UnknownRoot`] for any other.
+    ///
+    /// The history keeps old values, not old trie nodes, so this recomputes
+    /// the trie of `root` from the committed one and the values changed
+    /// since: its cost grows with the keys changed after `root` (about a
+    /// commit's trie update per commit back; figures in docs/benchmarks.md).
+    /// It runs beside commits, and waits for them only if one lands during it.
+    pub fn prove_at(&self, root: &Node, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        let mut keys = keys.to_vec();
+        keys.sort_unstable();
+        keys.dedup();
+        if let Ok(Some(proof)) = self.shared.prove_back(root, &keys) {
+            return Ok(proof);
+        }
+        // A commit landed meanwhile (or the read failed): again, with commits
+        // held back.
+        let _writer = self.shared.writer.lock();
+        self.shared
+            .prove_back(root, &keys)?
+            .ok_or(Error::Internal("the history does not lead to a retained root"))
+    }
+}
+
+impl Shared {
+    /// See [`Db::rollback`].
+    fn rollback(&self, commits: usize) -> Result<Node, Error> {
+        let _writer = self.writer.lock();
+        self.store.check_usable()?;
+        let (head, chain) = self.versions.head_and_chain();
+        if commits > chain.len() {
+            return Err(Error::RollbackTooFar {
+                requested: commits,
+                retained: chain.len(),
+            });
+        }
+        if commits == 0 {
+            return Ok(head.root);
+        }
+        let target = chain.roots(&head.root)[commits];
+        let writes = chain.writes_back(commits);
+        let values = self.plan_values(head.seqno + 1, &writes)?;
+        let mut prepared = self.prepare(head, writes, Vec::new(), false, None)?;
+        if prepared.root != target {
+            return Err(Error::Internal(
+                "the history does not lead to a retained root",
+            ));
+        }
+        prepared.step = Step::Rollback(commits);
+        Ok(self.apply(prepared, Some(values))?.root)
+    }
+
+    /// The proof of `keys` (sorted, each once) at `root`, recomputed from the
+    /// head and the values changed since; `None` if the result is not `root`,
+    /// which without the writer lock means a commit landed meanwhile.
+    fn prove_back(&self, root: &Node, keys: &[KeyPath]) -> Result<Option<MultiProof>, Error> {
+        let (head, chain) = self.versions.head_and_chain();
+        let depth = chain.depth_of(&head.root, root).ok_or(Error::UnknownRoot)?;
+        let changes: Vec<Change> = chain
+            .writes_back(depth)
+            .iter()
+            .map(|(key, value)| (*key, value.as_deref().map(hash_value)))
+            .collect();
+        let trie = update_trie(
+            self.tree(None),
+            &head.root,
+            &changes,
+            keys,
+            self.options.commit_workers,
+        )?;
+        Ok((trie.root == *root).then_some(trie.proof))
+    }
+}
