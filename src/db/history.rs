@@ -178,7 +178,8 @@ pub(crate) struct Chain(Arc<Vec<Arc<Undo>>>);
 
 impl Chain {
     /// The chain the store's `records` (oldest first) leave behind a head of
-    /// root `head`, at most `window` long. Undos that do not link up to the
+    /// root `head`, at most `window` long: the one the commits that made them
+    /// left, if `window` has not changed since. Undos that do not link up to the
     /// head (history was off for a while, or the file was damaged) are not
     /// kept: the history then reaches back less far, never to a wrong state.
     pub(crate) fn replay(
@@ -189,7 +190,13 @@ impl Chain {
         let mut undos: Vec<Arc<Undo>> = Vec::new();
         for (seqno, bytes) in records {
             match decode(seqno, &bytes) {
-                Some(Record::Undo(undo)) => undos.push(Arc::new(undo)),
+                // The window applies at each step, as it did when they were made.
+                Some(Record::Undo(undo)) => {
+                    undos.push(Arc::new(undo));
+                    if undos.len() > window {
+                        undos.remove(0);
+                    }
+                }
                 Some(Record::Rollback(dropped)) => {
                     undos.truncate(undos.len().saturating_sub(dropped))
                 }
@@ -205,8 +212,7 @@ impl Chain {
                 expected = undo.root_before;
                 links
             })
-            .count()
-            .min(window);
+            .count();
         undos.drain(..undos.len() - linked);
         Ok(Chain(Arc::new(undos)))
     }
@@ -350,6 +356,8 @@ mod tests {
         assert_eq!(chain.roots(&[5; 32]), vec![[5; 32], [1; 32], [0; 32]]);
         assert_eq!(chain.keep_from(6), 1);
         assert_eq!(records(items.clone(), 5, 1).len(), 1);
+        // Window 2: undo 1 had left when the rollback came.
+        assert_eq!(records(items.clone(), 5, 2).roots(&[5; 32]), vec![[5; 32], [1; 32]]);
         // A head the records do not lead to: nothing links.
         assert_eq!(records(items.clone(), 9, 64).len(), 0);
         // A gap (commits without records): only what is after it links.

@@ -1,9 +1,12 @@
 //! The retained roots: reads and proofs at them, and rollback to them
 //! (see `history` for how they are kept).
 
+use std::sync::Arc;
+
 use super::commit_order::Step;
+use super::versions::Head;
 use super::{Db, Shared};
-use crate::commit::{update_trie, Change};
+use crate::commit::{update_trie, Change, Unwritten};
 use crate::trie::proof::MultiProof;
 use crate::trie::{hash_value, KeyPath, Node};
 use crate::Error;
@@ -80,8 +83,13 @@ impl Db {
         let mut keys = keys.to_vec();
         keys.sort_unstable();
         keys.dedup();
+        // Without the lock, a commit landing meanwhile can mix blocks of two
+        // states; a proof that verifies against `root` shows its values all
+        // the same.
         if let Ok(Some(proof)) = self.shared.prove_back(root, &keys) {
-            return Ok(proof);
+            if proof.verify(root).is_ok() {
+                return Ok(proof);
+            }
         }
         // A commit landed meanwhile (or the read failed): again, with commits
         // held back.
@@ -121,23 +129,36 @@ impl Shared {
     }
 
     /// The proof of `keys` (sorted, each once) at `root`, recomputed from the
-    /// head and the values changed since; `None` if the result is not `root`,
-    /// which without the writer lock means a commit landed meanwhile.
+    /// head and the values changed since; `None` if the trie update does not
+    /// reach `root`, which without the writer lock means a commit landed
+    /// meanwhile.
     fn prove_back(&self, root: &Node, keys: &[KeyPath]) -> Result<Option<MultiProof>, Error> {
         let (head, chain) = self.versions.head_and_chain();
         let depth = chain.depth_of(&head.root, root).ok_or(Error::UnknownRoot)?;
-        let changes: Vec<Change> = chain
-            .writes_back(depth)
-            .iter()
-            .map(|(key, value)| (*key, value.as_deref().map(hash_value)))
-            .collect();
-        let trie = update_trie(
-            self.tree(None),
-            &head.root,
-            &changes,
-            keys,
-            self.options.commit_workers,
-        )?;
-        Ok((trie.root == *root).then_some(trie.proof))
+        if depth == 0 {
+            return self.prove_locked(head, keys, None).map(Some);
+        }
+        // The trie at `root`, as pages and values over the stores, like an
+        // overlay's: the update's own proof is of the head.
+        let mut back = Unwritten::default();
+        let mut changes: Vec<Change> = Vec::new();
+        for (key, value) in chain.writes_back(depth) {
+            let value = value.map(|v| (hash_value(&v), Arc::<[u8]>::from(v)));
+            changes.push((key, value.as_ref().map(|(hash, _)| *hash)));
+            back.values.insert(key, value);
+        }
+        let workers = self.options.commit_workers;
+        let trie = update_trie(self.tree(None), &head.root, &changes, &[], workers)?;
+        if trie.root != *root {
+            return Ok(None);
+        }
+        for (id, page) in trie.pages {
+            back.pages.insert(id, page);
+        }
+        let at_root = Head {
+            seqno: head.seqno,
+            root: *root,
+        };
+        self.prove_locked(at_root, keys, Some(&back)).map(Some)
     }
 }

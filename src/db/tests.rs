@@ -479,3 +479,74 @@ fn a_restore_that_fails_mid_chunk_resumes_and_finishes() {
     let restored = restore.finish().unwrap();
     assert_eq!(restored.root(), source.root());
 }
+
+/// Checks `db`'s retained roots are those of `models[newest]`, `[newest - 1]`,
+/// ... (`count` of them) and that `read_at` at each gives its values.
+fn assert_history(db: &Db, models: &[Model], newest: usize, count: usize) {
+    let expected: Vec<_> = (0..count).map(|back| root_of(&models[newest - back])).collect();
+    assert_eq!(db.roots(), expected);
+    for (back, root) in expected.iter().enumerate() {
+        let model = &models[newest - back];
+        for i in (0..200u64).step_by(7) {
+            let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
+            assert_eq!(db.read_at(root, &key).unwrap().as_ref(), model.get(&key));
+        }
+    }
+}
+
+#[test]
+fn a_rollback_cut_by_a_fault_and_power_loss_leaves_one_state_and_its_history() {
+    let models = models(6);
+    for fail_at in 0.. {
+        let short = fail_at % 2 == 1;
+        let seed = (fail_at % 3 == 2).then_some(fail_at * 17 + 3);
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options::new(dir.path()).history(4).commit_workers(2);
+        let (db, faults) = faulty_db(options.clone(), 6);
+        faults.short_writes.store(short, Ordering::SeqCst);
+        faults.writes_left.store(fail_at, Ordering::SeqCst);
+        if db.rollback(3).is_ok() {
+            // Every write point was tried: blocks, both logs, the map, the meta record.
+            assert!(fail_at > 5, "only {fail_at} write points tried");
+            break;
+        }
+        faults
+            .lose_power(&db.parts().0.files(), PowerLoss::from_seed(seed))
+            .unwrap();
+        drop(db);
+        let db = Db::open(options).unwrap();
+        if db.root() == root_of(&models[6]) {
+            assert_history(&db, &models, 6, 5);
+        } else {
+            // Rolled back: commits 4 to 6 are gone from the history.
+            assert_history(&db, &models, 3, 2);
+        }
+        assert_state(&db, &models[if db.roots().len() == 5 { 6 } else { 3 }]);
+    }
+}
+
+#[test]
+fn the_history_file_keeps_about_the_window_and_reopens_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new(dir.path()).history(3);
+    let db = Db::open(options.clone()).unwrap();
+    let models = models(60);
+    for n in 1..=60u64 {
+        commit(&db, n).unwrap();
+        if n % 20 == 0 {
+            // Rollback records among the undos, and commits they dropped.
+            assert_eq!(db.rollback(2).unwrap(), root_of(&models[n as usize - 2]));
+            commit(&db, n - 1).unwrap();
+            commit(&db, n).unwrap();
+        }
+    }
+    assert_history(&db, &models, 60, 4);
+    // Records of about 2 blocks each: the dropped ones were cut away (tests
+    // rewrite from 2 dropped blocks on).
+    let blocks = std::fs::metadata(dir.path().join("history")).unwrap().len() / 4096;
+    assert!(blocks <= 16, "{blocks} blocks");
+    drop(db);
+    let db = Db::open(options).unwrap();
+    assert_history(&db, &models, 60, 4);
+    assert_state(&db, &models[60]);
+}
