@@ -14,6 +14,7 @@
 //! equal: both commit to the same trie.
 
 mod nomt_engine;
+mod versions;
 mod workload;
 
 use std::io::{BufRead, BufReader, Write};
@@ -85,6 +86,15 @@ struct Args {
     /// The database to measure.
     #[arg(long, value_enum, default_value_t = Engine::Pagetrie)]
     engine: Engine,
+    /// pagetrie: commits kept readable, provable and restorable
+    /// (`Options::history`).
+    #[arg(long, default_value_t = 64)]
+    history: usize,
+    /// pagetrie: after the workloads, time `read_at` and `prove_at` 1 and up
+    /// to 60 commits back and rollbacks of 1 and 10 commits (which leave the
+    /// database 11 commits back), and report the history's size.
+    #[arg(long)]
+    versions: bool,
 }
 
 fn cpus() -> usize {
@@ -115,10 +125,15 @@ struct Run {
     direct_io: Option<bool>,
     /// pagetrie only: whether open read the catalog instead of every block.
     opened_from_catalog: Option<bool>,
+    /// pagetrie with `--versions` only.
+    versions: Option<Value>,
 }
 
 fn main() -> Result<(), BoxError> {
     let args = Args::parse();
+    if args.versions && args.engine != Engine::Pagetrie {
+        return Err("--versions measures pagetrie's history (--engine pagetrie)".into());
+    }
     if args.engine == Engine::Both {
         return both(&args);
     }
@@ -164,6 +179,7 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
             .page_cache_mib(args.page_cache_mib)
             .value_cache_mib(args.value_cache_mib)
             .commit_workers(args.workers)
+            .history(args.history)
     };
     let quiet = args.json;
     let (db, mut accounts, import) =
@@ -201,15 +217,21 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
     if let Some(last) = stats.last_mut() {
         last.total += tail;
     }
+    let db_bytes = workload::dir_bytes(&dir.join("db"));
+    let versions = match args.versions {
+        true => Some(versions::measure(&db, &dir.join("db"), &accounts, quiet)?),
+        false => None,
+    };
     Ok(Run {
         stats,
         initial_root,
         import,
         import_peak_rss,
         open,
-        db_bytes: workload::dir_bytes(&dir.join("db")),
+        db_bytes,
         direct_io,
         opened_from_catalog,
+        versions,
     })
 }
 
@@ -241,6 +263,7 @@ fn run_nomt(args: &Args, dir: &Path) -> Result<Run, BoxError> {
         import_peak_rss,
         open,
         db_bytes: workload::dir_bytes(&nomt_engine::paths(dir).0),
+        versions: None,
         direct_io: None,
         opened_from_catalog: None,
     })
@@ -395,6 +418,8 @@ fn summary(args: &Args, run: &Run) -> Value {
         "open_s": run.open.as_secs_f64(),
         "direct_io": run.direct_io,
         "opened_from_catalog": run.opened_from_catalog,
+        "history": only_pagetrie(json!(args.history)),
+        "versions": run.versions,
     })
 }
 
@@ -660,6 +685,7 @@ fn child(args: &Args, engine: Engine, dir: &Path) -> Result<Value, BoxError> {
         .args(["--lookahead", &args.lookahead.to_string()])
         .args(["--page-cache-mib", &args.page_cache_mib.to_string()])
         .args(["--value-cache-mib", &args.value_cache_mib.to_string()])
+        .args(["--history", &args.history.to_string()])
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped());
