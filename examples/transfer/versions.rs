@@ -35,16 +35,22 @@ pub fn measure(db: &Db, db_path: &Path, accounts: &Accounts, quiet: bool) -> Res
         "history_bytes_per_account": history_bytes as f64 / (1u64 << accounts.log2) as f64,
         "history_ram_bytes": db.metrics().history_bytes,
     });
-    for depth in [1, far] {
-        if depth == 0 {
-            continue;
+    // Reads alternate between the depths, so that a busy moment of the disk
+    // does not land on one alone.
+    let depths: Vec<usize> = [1, far].into_iter().filter(|&d| d > 0).collect();
+    let mut read_time = vec![Duration::ZERO; depths.len()];
+    for _ in 0..2 {
+        for (i, &depth) in depths.iter().enumerate() {
+            let start = Instant::now();
+            for _ in 0..READS / 2 {
+                db.read_at(&roots[depth], &key())?;
+            }
+            read_time[i] += start.elapsed();
         }
+    }
+    for (i, &depth) in depths.iter().enumerate() {
         let root = roots[depth];
-        let start = Instant::now();
-        for _ in 0..READS {
-            db.read_at(&root, &key())?;
-        }
-        let read = start.elapsed() / READS as u32;
+        let read = read_time[i] / READS as u32;
         let keys: Vec<[u8; 32]> = (0..PROVED).map(|_| key()).collect();
         let start = Instant::now();
         let proof = db.prove_at(&root, &keys)?;
@@ -64,12 +70,27 @@ pub fn measure(db: &Db, db_path: &Path, accounts: &Accounts, quiet: bool) -> Res
         if depth >= db.roots().len() {
             continue;
         }
+        let before = db.metrics();
         let start = Instant::now();
         db.rollback(depth)?;
         let took = start.elapsed();
+        let after = db.metrics();
+        let phase = |a: u64, b: u64| ms(Duration::from_nanos(a - b));
+        let phases = [
+            phase(after.commit_trie_ns, before.commit_trie_ns),
+            phase(after.commit_plan_ns, before.commit_plan_ns),
+            phase(after.commit_write_ns, before.commit_write_ns),
+        ];
         out[format!("rollback_{depth}_ms")] = json!(ms(took));
+        out[format!("rollback_{depth}_trie_plan_write_ms")] = json!(phases);
         if !quiet {
-            eprintln!("versions: rollback of {depth}: {:.1} ms", ms(took));
+            eprintln!(
+                "versions: rollback of {depth}: {:.1} ms (trie {:.0}, plan {:.0}, write {:.0} ms)",
+                ms(took),
+                phases[0],
+                phases[1],
+                phases[2]
+            );
         }
     }
     if !quiet {

@@ -10,8 +10,9 @@ use crate::Error;
 
 /// Commits whose freed slots stay untouched after the commit that freed them
 /// is durable. 0: a slot freed by commit `n` may be written by commit `n + 1`
-/// (commits are durable one at a time, so never before `n` is). Keeping older
-/// commits readable on disk (the versions issue) means raising this.
+/// (commits are durable one at a time, so never before `n` is). The history
+/// keeps older commits readable by their old values instead (`db::history`),
+/// so no block is held back for it.
 pub(crate) const RETAINED_COMMITS: u64 = 0;
 
 /// The published state's guard for readers on other threads.

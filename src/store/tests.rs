@@ -354,7 +354,7 @@ fn still_at_3_and_usable(store: Store, dir: &Path) {
 
 #[test]
 fn slots_a_commit_frees_hold_the_state_before_it_until_the_next() {
-    // What the versions issue builds on: the durable state's predecessor stays
+    // Copy-on-write: the durable state's predecessor stays
     // intact on disk, in the slots its successor freed, until a later commit.
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = faulty_store(dir.path(), 6);
