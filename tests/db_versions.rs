@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{cases, clustered_keys, value};
-use parking_lot::Mutex;
 use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::{Db, Error, Options};
+use parking_lot::Mutex;
 use proptest::prelude::*;
 
 type Key = [u8; 32];
@@ -80,7 +80,11 @@ fn workload() -> impl Strategy<Value = (usize, Vec<Key>, Vec<Op>)> {
         keys.sort();
         keys.dedup();
         let n = keys.len();
-        (Just(window), Just(keys), prop::collection::vec(op(n), 1..40))
+        (
+            Just(window),
+            Just(keys),
+            prop::collection::vec(op(n), 1..40),
+        )
     })
 }
 
@@ -176,12 +180,18 @@ fn rolling_back_and_committing_the_same_blocks_again_gives_the_same_roots() {
     for n in 4..=6 {
         assert_eq!(commit(&db, &block(n)), roots[n as usize - 1]);
     }
-    assert_eq!(db.roots(), vec![roots[5], roots[4], roots[3], roots[2], roots[1]]);
+    assert_eq!(
+        db.roots(),
+        vec![roots[5], roots[4], roots[3], roots[2], roots[1]]
+    );
     assert_eq!(db.rollback(0).unwrap(), roots[5]);
     // The same after reopening.
     drop(db);
     let db = Db::open(Options::new(dir.path()).history(4)).unwrap();
-    assert_eq!(db.roots(), vec![roots[5], roots[4], roots[3], roots[2], roots[1]]);
+    assert_eq!(
+        db.roots(),
+        vec![roots[5], roots[4], roots[3], roots[2], roots[1]]
+    );
     assert_eq!(db.rollback(4).unwrap(), roots[1]);
 }
 
@@ -200,12 +210,21 @@ fn too_far_back_or_an_unknown_root_changes_nothing() {
     ));
     assert_eq!(db.root(), roots[2]);
     for root in [empty, [7; 32]] {
-        assert!(matches!(db.read_at(&root, &[1; 32]), Err(Error::UnknownRoot)));
-        assert!(matches!(db.prove_at(&root, &[[1; 32]]), Err(Error::UnknownRoot)));
+        assert!(matches!(
+            db.read_at(&root, &[1; 32]),
+            Err(Error::UnknownRoot)
+        ));
+        assert!(matches!(
+            db.prove_at(&root, &[[1; 32]]),
+            Err(Error::UnknownRoot)
+        ));
     }
     // Rolled back roots leave the window.
     db.rollback(1).unwrap();
-    assert!(matches!(db.read_at(&roots[2], &[1; 32]), Err(Error::UnknownRoot)));
+    assert!(matches!(
+        db.read_at(&roots[2], &[1; 32]),
+        Err(Error::UnknownRoot)
+    ));
     assert_eq!(db.roots(), vec![roots[1], roots[0]]);
 }
 
@@ -246,7 +265,10 @@ fn a_window_of_zero_keeps_and_writes_nothing() {
         Err(Error::RollbackTooFar { retained: 0, .. })
     ));
     assert_eq!(db.metrics().history_bytes, 0);
-    assert_eq!(std::fs::metadata(dir.path().join("history")).unwrap().len(), 0);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("history")).unwrap().len(),
+        0
+    );
     drop(db);
     // History kept once is discarded when reopened with none.
     let db = Db::open(Options::new(dir.path()).history(3)).unwrap();
@@ -258,7 +280,10 @@ fn a_window_of_zero_keeps_and_writes_nothing() {
     drop(db);
     let db = Db::open(Options::new(dir.path()).history(0)).unwrap();
     assert_eq!(db.roots().len(), 1);
-    assert_eq!(std::fs::metadata(dir.path().join("history")).unwrap().len(), 0);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("history")).unwrap().len(),
+        0
+    );
     drop(db);
     let db = Db::open(Options::new(dir.path()).history(3)).unwrap();
     assert_eq!(db.roots().len(), 1);
@@ -271,7 +296,12 @@ fn the_window_holds_over_many_commits_and_reopenings() {
     let mut states = vec![State::new()];
     for n in 0..200u32 {
         let writes: Vec<_> = (0..40u32)
-            .map(|i| (*blake3::hash(&(n * 40 + i).to_le_bytes()).as_bytes(), Some(vec![1; 30])))
+            .map(|i| {
+                (
+                    *blake3::hash(&(n * 40 + i).to_le_bytes()).as_bytes(),
+                    Some(vec![1; 30]),
+                )
+            })
             .collect::<BTreeMap<_, _>>()
             .into_iter()
             .collect();
@@ -295,7 +325,9 @@ fn the_window_holds_over_many_commits_and_reopenings() {
 fn reads_and_proofs_at_retained_roots_hold_while_commits_and_rollbacks_run() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(Options::new(dir.path()).history(6).commit_workers(2)).unwrap());
-    let keys: Vec<Key> = (0..50u8).map(|i| *blake3::hash(&[i % 50]).as_bytes()).collect();
+    let keys: Vec<Key> = (0..50u8)
+        .map(|i| *blake3::hash(&[i % 50]).as_bytes())
+        .collect();
     // Every state the writer made, by root.
     let states: Arc<Mutex<HashMap<[u8; 32], State>>> = Arc::default();
     states.lock().insert(db.root(), State::new());
@@ -303,8 +335,13 @@ fn reads_and_proofs_at_retained_roots_hold_while_commits_and_rollbacks_run() {
     let checked = Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
         .map(|r| {
-            let (db, states, done, checked, keys) =
-                (db.clone(), states.clone(), done.clone(), checked.clone(), keys.clone());
+            let (db, states, done, checked, keys) = (
+                db.clone(),
+                states.clone(),
+                done.clone(),
+                checked.clone(),
+                keys.clone(),
+            );
             std::thread::spawn(move || {
                 let mut i = r;
                 while !done.load(Ordering::SeqCst) {

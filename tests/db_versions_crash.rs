@@ -119,7 +119,12 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
     let (mut rollbacks_done, mut ops_done) = (0, 0);
     for kill in 0..50u64 {
         let mut child = Command::new(&exe)
-            .args(["--exact", "versions_crash_child", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "versions_crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .env(SEED_ENV, kill.to_string())
             .stdout(Stdio::piped())
@@ -174,10 +179,16 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
         let back = (x as usize) % expected.len();
         let state = &versions[versions.len() - 1 - back];
         for i in (0..400).step_by(9) {
-            assert_eq!(db.read_at(&expected[back], &key(i)).unwrap().as_ref(), state.get(&key(i)));
+            assert_eq!(
+                db.read_at(&expected[back], &key(i)).unwrap().as_ref(),
+                state.get(&key(i))
+            );
         }
     }
     eprintln!("{ops_done} operations, {rollbacks_done} rollbacks");
     // The kills landed among many operations, rollbacks included.
-    assert!(ops_done > 200 && rollbacks_done > 40, "{ops_done} operations, {rollbacks_done} rollbacks");
+    assert!(
+        ops_done > 200 && rollbacks_done > 40,
+        "{ops_done} operations, {rollbacks_done} rollbacks"
+    );
 }

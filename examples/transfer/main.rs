@@ -121,6 +121,8 @@ struct Run {
     import_peak_rss: Option<u64>,
     open: Duration,
     db_bytes: u64,
+    /// Peak RSS over the workloads.
+    peak_rss: u64,
     /// pagetrie only.
     direct_io: Option<bool>,
     /// pagetrie only: whether open read the catalog instead of every block.
@@ -218,6 +220,8 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
         last.total += tail;
     }
     let db_bytes = workload::dir_bytes(&dir.join("db"));
+    // The workloads', before --versions rebuilds old tries.
+    let peak_rss = workload::peak_rss_bytes();
     let versions = match args.versions {
         true => Some(versions::measure(&db, &dir.join("db"), &accounts, quiet)?),
         false => None,
@@ -229,6 +233,7 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
         import_peak_rss,
         open,
         db_bytes,
+        peak_rss,
         direct_io,
         opened_from_catalog,
         versions,
@@ -263,6 +268,7 @@ fn run_nomt(args: &Args, dir: &Path) -> Result<Run, BoxError> {
         import_peak_rss,
         open,
         db_bytes: workload::dir_bytes(&nomt_engine::paths(dir).0),
+        peak_rss: workload::peak_rss_bytes(),
         versions: None,
         direct_io: None,
         opened_from_catalog: None,
@@ -412,7 +418,7 @@ fn summary(args: &Args, run: &Run) -> Value {
         "value_cache_hit_rate": only_pagetrie(json!(1.0 - bucket_loads as f64 / bucket_lookups.max(1) as f64)),
         "db_bytes": run.db_bytes,
         "db_bytes_per_account": run.db_bytes as f64 / (1u64 << args.accounts_log2) as f64,
-        "peak_rss_bytes": workload::peak_rss_bytes(),
+        "peak_rss_bytes": run.peak_rss,
         "import_s": run.import.map(|d| d.as_secs_f64()),
         "import_peak_rss_bytes": run.import_peak_rss,
         "open_s": run.open.as_secs_f64(),

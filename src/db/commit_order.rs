@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
+use super::history::{self, Chain, Undo};
 use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
-use super::history::{self, Chain, Undo};
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
 use crate::commit::{update_trie, Change, Tree, Unwritten};
@@ -248,7 +248,11 @@ impl Shared {
     /// Plans both stores (the values unless `values` already did), commits
     /// one batch and publishes it. The caller holds the writer lock and has
     /// checked `prepared`'s base is the head.
-    pub(super) fn apply(&self, prepared: Prepared, values: Option<ValuePlan>) -> Result<CommitOutput, Error> {
+    pub(super) fn apply(
+        &self,
+        prepared: Prepared,
+        values: Option<ValuePlan>,
+    ) -> Result<CommitOutput, Error> {
         let Prepared {
             base,
             root,

@@ -34,6 +34,12 @@ pub(crate) struct Undo {
     pub(crate) root_after: Node,
     /// Sorted, each once.
     keys: Vec<KeyPath>,
+    /// Where the keys of each `index_bits`-bit prefix start in `keys` (one
+    /// more entry at the end): a lookup probes a handful of keys, not a
+    /// binary search's worth of cache misses, which with 60 undos to look
+    /// through cost more than the disk read of a key none of them names.
+    index: Vec<u32>,
+    index_bits: u32,
     /// Each key's old value: where it starts in `values` and its length
     /// (`ABSENT`: the key had none).
     spans: Vec<(u32, u32)>,
@@ -54,13 +60,41 @@ impl Undo {
             root_before,
             root_after,
             keys: Vec::with_capacity(previous.len()),
+            index: Vec::new(),
+            index_bits: 0,
             spans: Vec::with_capacity(previous.len()),
             values: Vec::new(),
         };
         for (key, value) in previous {
             undo.push(*key, value.as_deref())?;
         }
+        undo.build_index();
         Ok(undo)
+    }
+
+    /// About one key per prefix, up to 2^20 prefixes.
+    fn build_index(&mut self) {
+        self.index_bits = match self.keys.len() {
+            0..16 => 0,
+            n => n.ilog2().min(20),
+        };
+        let prefixes = 1usize << self.index_bits;
+        self.index = Vec::with_capacity(prefixes + 1);
+        let mut at = 0;
+        for prefix in 0..prefixes {
+            while self.keys.get(at).is_some_and(|k| self.prefix(k) < prefix) {
+                at += 1;
+            }
+            self.index.push(at as u32);
+        }
+        self.index.push(self.keys.len() as u32);
+    }
+
+    fn prefix(&self, key: &KeyPath) -> usize {
+        match self.index_bits {
+            0 => 0,
+            bits => (u32::from_be_bytes([key[0], key[1], key[2], key[3]]) >> (32 - bits)) as usize,
+        }
     }
 
     fn push(&mut self, key: KeyPath, value: Option<&[u8]>) -> Result<(), Error> {
@@ -85,7 +119,9 @@ impl Undo {
 
     /// The old value of `key`, if this commit changed it.
     fn get(&self, key: &KeyPath) -> Option<Option<&[u8]>> {
-        let i = self.keys.binary_search(key).ok()?;
+        let p = self.prefix(key);
+        let (from, to) = (self.index[p] as usize, self.index[p + 1] as usize);
+        let i = from + self.keys[from..to].binary_search(key).ok()?;
         Some(self.value(i))
     }
 
@@ -112,7 +148,7 @@ impl Undo {
 
     /// The RAM it holds, for [`crate::Metrics`].
     fn bytes(&self) -> usize {
-        size_of::<Undo>() + self.keys.len() * 40 + self.values.len()
+        size_of::<Undo>() + self.keys.len() * 40 + self.index.len() * 4 + self.values.len()
     }
 }
 
@@ -146,6 +182,7 @@ fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
                 };
                 undo.push(key, value).ok()?;
             }
+            undo.build_index();
             Record::Undo(undo)
         }
         ROLLBACK => Record::Rollback(usize::try_from(r.u64()?).ok()?),
@@ -321,6 +358,39 @@ mod tests {
     }
 
     #[test]
+    fn the_prefix_index_finds_every_key_and_no_other() {
+        // Uniform keys, and clustered ones that share their first bytes.
+        for spread in [true, false] {
+            let keys: Vec<KeyPath> = (0..5000u32)
+                .map(|i| {
+                    let mut k = [0u8; 32];
+                    let bytes = if spread {
+                        *blake3::hash(&i.to_le_bytes()).as_bytes()
+                    } else {
+                        k
+                    };
+                    k[..8].copy_from_slice(&bytes[..8]);
+                    k[28..].copy_from_slice(&i.to_be_bytes());
+                    k
+                })
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let previous = keys.iter().map(|k| (*k, Some(k[28..].to_vec()))).collect();
+            let u = Undo::new(1, [0; 32], [1; 32], &previous).unwrap();
+            assert_eq!(u.index_bits, 12);
+            for k in &keys {
+                assert_eq!(u.get(k), Some(Some(&k[28..])));
+                let mut other = *k;
+                other[31] ^= 0x80;
+                if keys.binary_search(&other).is_err() {
+                    assert_eq!(u.get(&other), None);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn values_back_come_from_the_oldest_undo_that_names_the_key() {
         // Roots 1 -> 2 -> 3: key 9 was "a", then "b", now "c".
         let chain = Chain::default()
@@ -357,7 +427,10 @@ mod tests {
         assert_eq!(chain.keep_from(6), 1);
         assert_eq!(records(items.clone(), 5, 1).len(), 1);
         // Window 2: undo 1 had left when the rollback came.
-        assert_eq!(records(items.clone(), 5, 2).roots(&[5; 32]), vec![[5; 32], [1; 32]]);
+        assert_eq!(
+            records(items.clone(), 5, 2).roots(&[5; 32]),
+            vec![[5; 32], [1; 32]]
+        );
         // A head the records do not lead to: nothing links.
         assert_eq!(records(items.clone(), 9, 64).len(), 0);
         // A gap (commits without records): only what is after it links.

@@ -64,8 +64,14 @@ pub(super) fn start_warming(shared: Weak<Shared>) -> std::io::Result<JoinHandle<
         })
 }
 
+/// Reads in flight at most: the hints of a rollback or a proof far back name
+/// millions of keys, whose blocks must not all wait in RAM at once.
+const MAX_IN_FLIGHT: usize = 8192;
+
 #[derive(Default)]
 struct Fetcher {
+    /// Hints not yet acted on, oldest first.
+    queue: std::collections::VecDeque<Hint>,
     next_tag: u64,
     in_flight: HashMap<u64, (Target, u32, Wanted)>,
     /// (target, slot) pairs being read: each block is read once.
@@ -79,15 +85,25 @@ impl Fetcher {
             select! {
                 recv(keys) -> key => {
                     let (Ok(hints), Some(shared)) = (key, shared.upgrade()) else { return };
-                    for hint in hints {
-                        self.fetch(&shared, hint, &reply);
-                    }
+                    self.queue.extend(hints);
+                    self.pump(&shared, &reply);
                 }
                 recv(done) -> finished => {
                     let (Ok(finished), Some(shared)) = (finished, shared.upgrade()) else { return };
                     self.arrived(&shared, finished);
+                    self.pump(&shared, &reply);
                 }
             }
+        }
+    }
+
+    /// Acts on queued hints while fewer than [`MAX_IN_FLIGHT`] reads are out.
+    fn pump(&mut self, shared: &Arc<Shared>, reply: &Sender<Done>) {
+        while self.in_flight.len() < MAX_IN_FLIGHT {
+            let Some(hint) = self.queue.pop_front() else {
+                return;
+            };
+            self.fetch(shared, hint, reply);
         }
     }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::commit_order::Step;
+use super::prefetch::Hint;
 use super::versions::Head;
 use super::{Db, Shared};
 use crate::commit::{update_trie, Change, Unwritten};
@@ -94,9 +95,9 @@ impl Db {
         // A commit landed meanwhile (or the read failed): again, with commits
         // held back.
         let _writer = self.shared.writer.lock();
-        self.shared
-            .prove_back(root, &keys)?
-            .ok_or(Error::Internal("the history does not lead to a retained root"))
+        self.shared.prove_back(root, &keys)?.ok_or(Error::Internal(
+            "the history does not lead to a retained root",
+        ))
     }
 }
 
@@ -117,6 +118,7 @@ impl Shared {
         }
         let target = chain.roots(&head.root)[commits];
         let writes = chain.writes_back(commits);
+        self.load_for(&writes, true);
         let values = self.plan_values(head.seqno + 1, &writes)?;
         let mut prepared = self.prepare(head, writes, Vec::new(), false, None)?;
         if prepared.root != target {
@@ -148,6 +150,7 @@ impl Shared {
             back.values.insert(key, value);
         }
         let workers = self.options.commit_workers;
+        self.load_for(&changes, false);
         let trie = update_trie(self.tree(None), &head.root, &changes, &[], workers)?;
         if trie.root != *root {
             return Ok(None);
@@ -160,5 +163,17 @@ impl Shared {
             root: *root,
         };
         self.prove_locked(at_root, keys, Some(&back)).map(Some)
+    }
+
+    /// Starts loading the pages (and with `buckets` the buckets) that
+    /// changing `keys` reads, as a session's reads would have: on the
+    /// prefetcher's many reads in flight, while the commit reads them one at
+    /// a time.
+    fn load_for<T>(&self, keys: &[(KeyPath, T)], buckets: bool) {
+        let hints = keys.iter().map(|(key, _)| Hint {
+            key: *key,
+            bucket: buckets,
+        });
+        self.prefetch(hints.collect());
     }
 }

@@ -483,7 +483,9 @@ fn a_restore_that_fails_mid_chunk_resumes_and_finishes() {
 /// Checks `db`'s retained roots are those of `models[newest]`, `[newest - 1]`,
 /// ... (`count` of them) and that `read_at` at each gives its values.
 fn assert_history(db: &Db, models: &[Model], newest: usize, count: usize) {
-    let expected: Vec<_> = (0..count).map(|back| root_of(&models[newest - back])).collect();
+    let expected: Vec<_> = (0..count)
+        .map(|back| root_of(&models[newest - back]))
+        .collect();
     assert_eq!(db.roots(), expected);
     for (back, root) in expected.iter().enumerate() {
         let model = &models[newest - back];

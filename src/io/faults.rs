@@ -209,7 +209,11 @@ impl Faults {
     /// written twice ends as either version, its original, or a tear of them. A
     /// file ends as long as it was at its last sync or as its furthest kept
     /// write, whichever is longer.
-    pub(crate) fn lose_power(&self, files: &[std::sync::Arc<DataFile>], loss: PowerLoss) -> io::Result<()> {
+    pub(crate) fn lose_power(
+        &self,
+        files: &[std::sync::Arc<DataFile>],
+        loss: PowerLoss,
+    ) -> io::Result<()> {
         let (mut rng, tears) = match loss {
             PowerLoss::DropAll => (None, false),
             PowerLoss::Random(seed) => (Some(seed | 1), false),

@@ -32,7 +32,11 @@ pub(super) fn payload_len(first: &Block) -> usize {
 
 /// The record of a log of `magic` at byte `at` of `log`: its seqno, its
 /// payload and where the next record begins; `None` if none checks there.
-pub(super) fn parse<'a>(magic: &[u8; 8], log: &'a [u8], at: usize) -> Option<(u64, &'a [u8], usize)> {
+pub(super) fn parse<'a>(
+    magic: &[u8; 8],
+    log: &'a [u8],
+    at: usize,
+) -> Option<(u64, &'a [u8], usize)> {
     let header = log.get(at..at.checked_add(HEADER)?)?;
     if &header[0..8] != magic {
         return None;
@@ -69,7 +73,10 @@ mod tests {
     fn a_damaged_record_ends_the_log() {
         let blocks = frame(b"testtest", 3, &[7; 5000]);
         let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
-        assert_eq!(parse(b"testtest", &log, 0), Some((3, &[7u8; 5000][..], 8192)));
+        assert_eq!(
+            parse(b"testtest", &log, 0),
+            Some((3, &[7u8; 5000][..], 8192))
+        );
         assert_eq!(payload_len(&blocks[0]), 5000);
         assert!(parse(b"othermag", &log, 0).is_none());
         for at in [0, 9, 17, 25, 40, 4100] {

@@ -70,6 +70,14 @@ pub(super) fn load(dir: &Path, file: Arc<DataFile>, durable: u64) -> Result<Hist
     })
 }
 
+/// Blocks `from..to` of the file at `path`.
+fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = vec![0; ((to - from) as usize) * BLOCK_SIZE];
+    std::fs::File::open(path)?.read_exact_at(&mut bytes, from * BLOCK_SIZE as u64)?;
+    Ok(bytes)
+}
+
 fn remove_new(dir: &Path) -> Result<(), Error> {
     match std::fs::remove_file(dir.join(NEW)) {
         Ok(()) => sync_dir(dir),
@@ -123,33 +131,33 @@ impl HistoryLog {
         let Some(first) = self.trim_point(keep_from) else {
             return Ok(());
         };
-        let bytes = std::fs::read(dir.join(FILE)).map_err(|e| Error::io("reading", FILE, e))?;
-        let from = first as usize * BLOCK_SIZE;
-        let to = self.end as usize * BLOCK_SIZE;
-        let kept = bytes
-            .get(from..to)
-            .ok_or(Error::Internal("the history file is shorter than its records"))?;
+        let kept = read_range(&dir.join(FILE), first, self.end)
+            .map_err(|e| Error::io("reading", FILE, e))?;
+        let kept = &kept[..];
         let file = Arc::new(open(&dir.join(NEW))?);
-        let rewritten = (|| {
+        let written = (|| {
             file.erase()?;
             let blocks = framing::to_blocks(kept);
             file.reserve(blocks.len() as u64)?;
             write_blocks(io, &file, 0, blocks)?;
             file.sync()?;
             std::fs::rename(dir.join(NEW), dir.join(FILE))
-                .map_err(|e| Error::io("renaming", NEW, e))?;
-            sync_dir(dir)
+                .map_err(|e| Error::io("renaming", NEW, e))
         })();
-        if let Err(e) = rewritten {
+        if let Err(e) = written {
             let _ = remove_new(dir);
             return Err(e);
         }
+        // Renamed: the new file is the log from here on, even if the rename
+        // is not durable yet (a crash may then bring back the old file, whose
+        // newest records are missing: open keeps only what links up to the
+        // durable root).
         self.file = file;
         self.end -= first;
         self.starts.retain(|(_, start)| *start >= first);
         for (_, start) in &mut self.starts {
             *start -= first;
         }
-        Ok(())
+        sync_dir(dir)
     }
 }

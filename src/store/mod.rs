@@ -731,9 +731,16 @@ impl Store {
                 )
             }));
         let history = history.map(|(file, end, blocks)| {
-            let pending = self.io.start_all(blocks.into_iter().enumerate().map(|(i, b)| {
-                (file.clone(), Op::Write, (end + i as u64) * BLOCK_SIZE as u64, b)
-            }));
+            let pending = self
+                .io
+                .start_all(blocks.into_iter().enumerate().map(|(i, b)| {
+                    (
+                        file.clone(),
+                        Op::Write,
+                        (end + i as u64) * BLOCK_SIZE as u64,
+                        b,
+                    )
+                }));
             (file, pending)
         });
         let (mut places, late) = self.start_writes(writes)?;

@@ -65,13 +65,6 @@ pub(crate) enum Stored {
 }
 
 impl Stored {
-    pub(crate) fn value_hash(&self) -> ValueHash {
-        match self {
-            Stored::Inline(v) => hash_value(v.as_slice()),
-            Stored::Overflow { hash, .. } => *hash,
-        }
-    }
-
     /// The overflow extent `(start, blocks)` the value occupies, if any.
     pub(crate) fn extent(&self) -> Option<(u64, u64)> {
         match self {
@@ -158,6 +151,12 @@ impl<'a> EntryRef<'a> {
     /// The value's length, wherever it lives.
     pub(super) fn value_len(&self) -> usize {
         self.inline.map_or(self.overflow.0 as usize, <[u8]>::len)
+    }
+
+    /// The value's hash: computed for an inline value, stored for one in
+    /// overflow space.
+    pub(super) fn value_hash(&self) -> ValueHash {
+        self.inline.map_or(self.overflow.1, hash_value)
     }
 
     /// The value, if it is in the bucket (not in overflow space).

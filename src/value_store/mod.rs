@@ -320,10 +320,12 @@ impl ValueStore {
             true,
             |dir| dir.overlapping(&start, depth),
             |block| {
+                // Most of the bucket lies outside a deep prefix: nothing is
+                // copied or hashed for those entries.
                 for e in bucket::entries(block)? {
-                    let e = e?.to_owned();
+                    let e = e?;
                     if shares_prefix(&e.key, &start, depth) {
-                        out.push((e.key, e.stored.value_hash()));
+                        out.push((e.key, e.value_hash()));
                     }
                 }
                 Ok(())
