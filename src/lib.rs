@@ -8,7 +8,9 @@
 //! [`Witness`] a light client can check. A new replica takes the state from
 //! peers it does not trust: [`Db::export`] cuts it into [`Chunk`]s that each
 //! prove themselves against the root, and [`Db::restore`] checks every chunk
-//! before storing it. The trie core is public too: hashing, the canonical
+//! before storing it. The recent commits stay readable and provable at their
+//! roots ([`Db::roots`], [`Db::read_at`], [`Db::prove_at`]), and a reorg rolls
+//! back to one of them ([`Db::rollback`]). The trie core is public too: hashing, the canonical
 //! builder ([`trie::compute_root`]), proofs and their verification
 //! ([`trie::proof`]).
 //!

@@ -2,10 +2,12 @@
 //! in a loop and is killed at random moments, 50 times; after each kill the
 //! reopened database holds exactly the last block it reported or the one after.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use common::{tagged, Child, Xorshift};
 
 use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::{Db, Options};
@@ -30,11 +32,6 @@ fn block(n: u64) -> BTreeMap<[u8; 32], Option<Vec<u8>>> {
     }
     writes.insert(COUNTER, Some(n.to_le_bytes().to_vec()));
     writes
-}
-
-/// What follows `tag` in a line of the child's output.
-fn tagged(line: &str, tag: &str) -> Option<String> {
-    line.find(tag).map(|at| line[at + tag.len()..].to_string())
 }
 
 #[test]
@@ -65,38 +62,21 @@ fn killed_mid_commit_the_database_holds_one_committed_block() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut x = Xorshift(0x2545_f491_4f6c_dd1d);
     // models[n]: the state after block n.
     let mut models = vec![BTreeMap::new()];
     for kill in 0..50 {
-        let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut child = Child::spawn("crash_child", &[(CHILD_ENV, dir.path().as_os_str())]);
         // Wait for it to start, then kill it at a random moment.
-        loop {
-            let line = lines.next().expect("child output").unwrap();
-            // The harness prints the test's name on the same line.
-            if tagged(&line, "ready ").is_some() {
-                break;
-            }
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        std::thread::sleep(Duration::from_millis(5 + x % 120));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let mut reported = 0;
-        for line in lines {
-            if let Some(n) = tagged(&line.unwrap(), "committed ") {
-                reported = n.parse().unwrap();
-            }
-        }
+        child.wait_for("ready ");
+        std::thread::sleep(Duration::from_millis(5 + x.next() % 120));
+        let reported = child
+            .kill()
+            .1
+            .iter()
+            .filter_map(|line| tagged(line, "committed "))
+            .last()
+            .map_or(0, |n| n.parse().unwrap());
 
         let db = Db::open(Options::new(dir.path())).unwrap();
         let n = match db.read(&COUNTER).unwrap() {

@@ -4,21 +4,17 @@
 //! left off (at most one chunk behind what it reported), nothing appears at the path before the root is checked,
 //! and the finished database has the exported root.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use common::{tagged, Child, Xorshift};
 
 use pagetrie::{Chunk, Db, Error, Options};
 
 const CHILD_ENV: &str = "PAGETRIE_RESTORE_CRASH_CHILD";
-
-/// What follows `tag` in a line of the child's output.
-fn tagged(line: &str, tag: &str) -> Option<String> {
-    line.find(tag)
-        .map(|at| line[at + tag.len()..].trim().to_string())
-}
 
 fn load_chunks(dir: &Path) -> Vec<Chunk> {
     let mut chunks = Vec::new();
@@ -86,8 +82,7 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
         .map(|(i, c)| (*c.start(), i))
         .collect();
 
-    let exe = std::env::current_exe().unwrap();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut x = Xorshift(0x2545_f491_4f6c_dd1d);
     let (mut kills, mut finished, mut attempt) = (0, 0, 0);
     while kills < 20 || finished < 1 {
         attempt += 1;
@@ -99,42 +94,21 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
             Ok(restore) => restore.next_start().map(|s| index[&s]),
             Err(e) => panic!("cannot resume: {e}"),
         };
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "restore_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, &work)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let mut child = Child::spawn("restore_child", &[(CHILD_ENV, work.as_os_str())]);
         // Every third run is killed counting from its start, so some kills
         // land in Db::restore itself (clearing or opening); the others once
         // it applies chunks.
         if attempt % 3 != 0 {
-            loop {
-                let line = lines.next().expect("child output").unwrap();
-                if tagged(&line, "ready").is_some() {
-                    break;
-                }
-            }
+            child.wait_for("ready");
         }
-        std::thread::sleep(Duration::from_millis(x % 150));
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(x.next() % 150));
+        let (status, lines) = child.kill(); // SIGKILL
         let (mut reported, mut done) = (None, false);
-        for line in lines {
-            let line = line.unwrap();
-            if let Some(i) = tagged(&line, "applied ") {
+        for line in &lines {
+            if let Some(i) = tagged(line, "applied ") {
                 reported = Some(i.parse::<usize>().unwrap());
             }
-            done |= tagged(&line, "finished").is_some();
+            done |= tagged(line, "finished").is_some();
         }
         if done || (status.success() && target.exists()) {
             let db = Db::open(Options::new(&target)).unwrap();

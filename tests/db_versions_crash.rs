@@ -4,10 +4,12 @@
 //! after the last operation the child reported or the one after it, never a
 //! mix, and its history (roots and values at each) is that state's.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use common::{tagged, Child, Xorshift};
 
 use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::{Db, Error, Options};
@@ -113,44 +115,27 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut x = Xorshift(0x2545_f491_4f6c_dd1d);
     let mut versions: Vec<State> = vec![State::new()];
     let (mut rollbacks_done, mut ops_done) = (0, 0);
     for kill in 0..50u64 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "versions_crash_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .env(SEED_ENV, kill.to_string())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        loop {
-            let line = lines.next().expect("child output").unwrap();
-            if line.contains("ready") {
-                break;
-            }
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        std::thread::sleep(Duration::from_millis(5 + x % 150));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        let seed = kill.to_string();
+        let env = [
+            (CHILD_ENV, dir.path().as_os_str()),
+            (SEED_ENV, seed.as_ref()),
+        ];
+        let mut child = Child::spawn("versions_crash_child", &env);
+        child.wait_for("ready");
+        let delay = x.next();
+        std::thread::sleep(Duration::from_millis(5 + delay % 150));
         // Operations the child finished.
-        let mut reported = 0;
-        for line in lines {
-            let line = line.unwrap();
-            if let Some(at) = line.find("done ") {
-                reported = line[at + 5..].trim().parse::<u64>().unwrap() + 1;
-            }
-        }
+        let reported = child
+            .kill()
+            .1
+            .iter()
+            .filter_map(|line| tagged(line, "done "))
+            .last()
+            .map_or(0, |i| i.parse::<u64>().unwrap() + 1);
         let mut after = versions.clone();
         for i in 0..reported {
             let op = op(kill, i);
@@ -176,7 +161,7 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
         };
         let expected: Vec<_> = versions.iter().rev().map(root_of).collect();
         assert_eq!(db.roots(), expected, "kill {kill}: the history");
-        let back = (x as usize) % expected.len();
+        let back = (delay as usize) % expected.len();
         let state = &versions[versions.len() - 1 - back];
         for i in (0..400).step_by(9) {
             assert_eq!(

@@ -105,3 +105,63 @@ pub fn unhex(s: &str) -> Vec<u8> {
 pub fn key_from_hex(s: &str) -> Key {
     unhex(s).try_into().expect("32-byte key path")
 }
+
+/// A run of test `name` of this same test binary, in a child process with
+/// `env` set, whose printed lines come back through [`Child::next_line`].
+pub struct Child {
+    process: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl Child {
+    pub fn spawn(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> Child {
+        use std::io::BufRead;
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .stdout(std::process::Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut process = command.spawn().unwrap();
+        let lines = std::io::BufReader::new(process.stdout.take().unwrap()).lines();
+        Child { process, lines }
+    }
+
+    /// Waits for a line containing `tag` (the harness prints the test's
+    /// name on the same line as the test's first output).
+    pub fn wait_for(&mut self, tag: &str) {
+        loop {
+            let line = self.lines.next().expect("child output").unwrap();
+            if line.contains(tag) {
+                return;
+            }
+        }
+    }
+
+    /// Sends SIGKILL and returns how it ended and the lines it printed
+    /// since those already read.
+    pub fn kill(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        self.process.kill().unwrap();
+        let status = self.process.wait().unwrap();
+        (status, self.lines.map(Result::unwrap).collect())
+    }
+}
+
+/// What follows `tag` in `line`, trimmed.
+pub fn tagged(line: &str, tag: &str) -> Option<String> {
+    line.find(tag)
+        .map(|at| line[at + tag.len()..].trim().to_string())
+}
+
+/// A xorshift generator for kill delays.
+pub struct Xorshift(pub u64);
+
+impl Xorshift {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
