@@ -74,8 +74,8 @@ fn killed_mid_commit_the_database_holds_one_committed_block() {
             .kill()
             .1
             .iter()
-            .filter_map(|line| tagged(line, "committed "))
-            .last()
+            .rev()
+            .find_map(|line| tagged(line, "committed "))
             .map_or(0, |n| n.parse().unwrap());
 
         let db = Db::open(Options::new(dir.path())).unwrap();

@@ -133,8 +133,8 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
             .kill()
             .1
             .iter()
-            .filter_map(|line| tagged(line, "done "))
-            .last()
+            .rev()
+            .find_map(|line| tagged(line, "done "))
             .map_or(0, |i| i.parse::<u64>().unwrap() + 1);
         let mut after = versions.clone();
         for i in 0..reported {

@@ -683,16 +683,10 @@ impl Store {
         // Past the last refusal: from here the commit lands or poisons.
         catalog_state.recent.push(&record);
         drop(catalog_state);
-        let record = (log_end, record);
-        let result = self.commit_locked(
-            batch.writes,
-            early,
-            record,
-            history,
-            &meta,
-            map_file,
-            map_blocks,
-        );
+        let records = std::iter::once((self.log.clone(), log_end, record))
+            .chain(history)
+            .collect();
+        let result = self.commit_locked(batch.writes, early, records, &meta, map_file, map_blocks);
         match result {
             Ok(_) => {
                 *self.durable.write() = Durable { meta, map };
@@ -710,8 +704,7 @@ impl Store {
         &self,
         writes: Vec<BlockWrite>,
         early: Option<Prewritten>,
-        (log_end, record): (u64, Vec<BlockBuf>),
-        history: Option<(Arc<DataFile>, u64, Vec<BlockBuf>)>,
+        records: Vec<LogRecord>,
         meta: &Meta,
         map_file: &Arc<DataFile>,
         map_blocks: Vec<BlockBuf>,
@@ -720,29 +713,18 @@ impl Store {
         // started early), and the catalog and history records, past their
         // logs' ends; synced before the map names them. A failure here leaves
         // the durable state as it was.
-        let logged = self
-            .io
-            .start_all(record.into_iter().enumerate().map(|(i, b)| {
-                (
-                    self.log.clone(),
-                    Op::Write,
-                    (log_end + i as u64) * BLOCK_SIZE as u64,
-                    b,
-                )
-            }));
-        let history = history.map(|(file, end, blocks)| {
-            let pending = self
-                .io
-                .start_all(blocks.into_iter().enumerate().map(|(i, b)| {
-                    (
-                        file.clone(),
-                        Op::Write,
-                        (end + i as u64) * BLOCK_SIZE as u64,
-                        b,
-                    )
-                }));
-            (file, pending)
-        });
+        let logged: Vec<(Arc<DataFile>, Pending)> = records
+            .into_iter()
+            .map(|(file, first, blocks)| {
+                let pending = self
+                    .io
+                    .start_all(blocks.into_iter().enumerate().map(|(i, b)| {
+                        let offset = (first + i as u64) * BLOCK_SIZE as u64;
+                        (file.clone(), Op::Write, offset, b)
+                    }));
+                (file, pending)
+            })
+            .collect();
         let (mut places, late) = self.start_writes(writes)?;
         let mut blocks = Vec::new();
         if let Some(mut early) = early {
@@ -750,7 +732,6 @@ impl Store {
             blocks = early.wait()?;
         }
         blocks.extend(late.wait()?);
-        logged.wait()?;
         let files_written: Vec<Target> = Target::ALL
             .into_iter()
             .filter(|t| places.iter().any(|p| p.0 == *t))
@@ -769,8 +750,7 @@ impl Store {
         for t in files_written {
             self.targets[t as usize].sync()?;
         }
-        self.log.sync()?;
-        if let Some((file, pending)) = history {
+        for (file, pending) in logged {
             pending.wait()?;
             file.sync()?;
         }
@@ -816,6 +796,10 @@ impl Store {
         Ok(())
     }
 }
+
+/// A commit's record for a log file: the file, the block it starts at, its
+/// blocks.
+type LogRecord = (Arc<DataFile>, u64, Vec<BlockBuf>);
 
 /// Writes run concurrently, so a block written twice keeps only its last
 /// write.
