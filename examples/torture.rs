@@ -5,11 +5,15 @@
 //! damaged copies of its files, and random and mutated input to every proof
 //! decoder.
 //!
+//! Some of the faulted operations are rollbacks instead of commits.
+//!
 //! After every event the reopened database must hold exactly the last
-//! acknowledged commit or the one after it, as the commit's outcome says: `Ok`
-//! and `Error::CommitDurable` mean after, `Error::CommitInDoubt` either, any
-//! other error before. Every value is read back and every commit's witness is
-//! verified. A run stops at the first violation, with a non-zero exit.
+//! acknowledged commit (or rollback) or the one after it, as the outcome says:
+//! `Ok` and `Error::CommitDurable` mean after, `Error::CommitInDoubt` either,
+//! any other error before; and its history (`Db::roots`) must be exactly that
+//! state's. Every value is read back, at the newest root and at a retained
+//! older one, and every commit's witness is verified. A run stops at the
+//! first violation, with a non-zero exit.
 //!
 //! ```sh
 //! cargo run --release --features fault-injection --example torture -- --help
@@ -69,6 +73,55 @@ const POOL: u64 = 800;
 
 type Model = BTreeMap<KeyPath, Vec<u8>>;
 type Block = BTreeMap<KeyPath, Option<Vec<u8>>>;
+
+/// Commits kept readable before the newest (`Options::history`).
+const WINDOW: usize = 4;
+
+/// The model: the newest state and the retained ones before it.
+#[derive(Clone, Default)]
+struct State {
+    model: Model,
+    /// Oldest first, at most [`WINDOW`].
+    history: Vec<Model>,
+}
+
+impl State {
+    /// After a commit of `writes`.
+    fn committed(&self, writes: &Block) -> State {
+        let mut next = self.clone();
+        apply(&mut next.model, writes);
+        next.history.push(self.model.clone());
+        if next.history.len() > WINDOW {
+            next.history.remove(0);
+        }
+        next
+    }
+
+    /// After a rollback of `k` commits (`k` at most the history's length).
+    fn rolled_back(&self, k: usize) -> State {
+        let mut next = self.clone();
+        let keep = self.history.len() - k;
+        next.model = next.history[keep].clone();
+        next.history.truncate(keep);
+        next
+    }
+
+    /// The retained roots, newest first, as `Db::roots` gives them.
+    fn roots(&self) -> Vec<Node> {
+        std::iter::once(&self.model)
+            .chain(self.history.iter().rev())
+            .map(root_of)
+            .collect()
+    }
+
+    /// The state `back` commits before the newest.
+    fn version(&self, back: usize) -> &Model {
+        match back {
+            0 => &self.model,
+            b => &self.history[self.history.len() - b],
+        }
+    }
+}
 
 /// A xorshift generator.
 struct Rng(u64);
@@ -143,6 +196,7 @@ fn options(dir: &Path) -> Options {
         .commit_workers(2)
         .page_cache_mib(2)
         .value_cache_mib(1)
+        .history(WINDOW)
 }
 
 /// Reads some keys, writes block `n` and commits it with a witness, which must
@@ -188,9 +242,10 @@ struct Torture {
     seed: u64,
     dir: PathBuf,
     rng: Rng,
-    /// Blocks acknowledged: the database holds blocks 1 to `n`.
+    /// Blocks acknowledged (some since rolled back).
     n: u64,
-    model: Model,
+    state: State,
+    rollbacks: u64,
     kills: u64,
     power_losses: u64,
     errors: u64,
@@ -200,52 +255,66 @@ struct Torture {
 }
 
 impl Torture {
-    /// Checks the reopened `db` against `allowed` and moves the model to
-    /// where it stands.
-    fn settle(&mut self, db: &Db, allowed: Allowed, event: &str) -> Result<(), String> {
-        let mut next = self.model.clone();
-        apply(&mut next, &block(self.seed, self.n + 1));
-        let root = db.root();
-        let (before_root, after_root) = (root_of(&self.model), root_of(&next));
-        if before_root == after_root {
-            eprintln!("note: block {} leaves the state as it was", self.n + 1);
+    /// Checks the reopened `db` against `allowed`, with `after` the state
+    /// the operation in question leads to (`committed`: a commit of block
+    /// `n + 1`), and moves the model to where it stands.
+    fn settle(
+        &mut self,
+        db: &Db,
+        allowed: Allowed,
+        event: &str,
+        after: State,
+        committed: bool,
+    ) -> Result<(), String> {
+        let found = db.roots();
+        let (before_roots, after_roots) = (self.state.roots(), after.roots());
+        if before_roots == after_roots {
+            eprintln!("note: the operation after block {} leaves the state as it was", self.n);
         }
-        // A block that changes nothing leaves one state: take it as applied
-        // unless the outcome says it was not.
-        let after = if root == after_root && (root != before_root || allowed != Allowed::Before) {
+        // An operation that changes nothing leaves one state: take it as
+        // applied unless the outcome says it was not.
+        let is_after = if found == after_roots && (found != before_roots || allowed != Allowed::Before) {
             true
-        } else if root == before_root {
+        } else if found == before_roots {
             false
         } else {
             return Err(format!(
-                "{event}: a partial commit (root matches neither state)"
+                "{event}: a partial commit (root or history matches neither state)"
             ));
         };
-        match (allowed, after) {
+        match (allowed, is_after) {
             (Allowed::After, false) => {
-                return Err(format!("{event}: acknowledged block {} lost", self.n + 1))
+                return Err(format!("{event}: acknowledged operation after block {} lost", self.n))
             }
             (Allowed::Before, true) => {
                 return Err(format!(
-                    "{event}: block {} failed with an error, yet reopening found it",
-                    self.n + 1
+                    "{event}: the operation after block {} failed with an error, yet reopening found it",
+                    self.n
                 ))
             }
             _ => {}
         }
-        if after {
-            self.model = next;
-            self.n += 1;
+        if is_after {
+            self.state = after;
+            self.n += u64::from(committed);
             self.rolled_forward += 1;
         }
         let session = db.begin_session();
+        let back = self.rng.below(self.state.history.len() as u64 + 1) as usize;
+        let (old_root, old) = (found[back], self.state.version(back));
         for i in 0..POOL {
             let k = key(i);
             let got = session
                 .read(&k)
                 .map_err(|e| format!("{event}: read: {e}"))?;
-            if got.as_ref() != self.model.get(&k) {
+            if got.as_ref() != self.state.model.get(&k) {
                 return Err(format!("{event}: key {i} reads a wrong value"));
+            }
+            let got = db
+                .read_at(&old_root, &k)
+                .map_err(|e| format!("{event}: read_at: {e}"))?;
+            if got.as_ref() != old.get(&k) {
+                return Err(format!("{event}: key {i} reads a wrong value {back} commits back"));
             }
         }
         Ok(())
@@ -289,11 +358,12 @@ impl Torture {
             if n != self.n + 1 {
                 return Err(format!("the child acknowledged block {n} after {}", self.n));
             }
-            apply(&mut self.model, &block(self.seed, n));
+            self.state = self.state.committed(&block(self.seed, n));
             self.n = n;
         }
         let db = Db::open(options(&self.dir)).map_err(|e| format!("reopen after kill: {e}"))?;
-        self.settle(&db, Allowed::Either, "kill")?;
+        let after = self.state.committed(&block(self.seed, self.n + 1));
+        self.settle(&db, Allowed::Either, "kill", after, true)?;
         self.kills += 1;
         Ok(())
     }
@@ -307,11 +377,15 @@ impl Torture {
             .map_err(|e| format!("open: {e}"))?;
         for _ in 0..self.rng.below(3) {
             let n = self.n + 1;
-            commit_block(&db, self.seed, n, &self.model)
+            commit_block(&db, self.seed, n, &self.state.model)
                 .map_err(|e| format!("block {n} without faults: {e}"))?;
-            apply(&mut self.model, &block(self.seed, n));
+            self.state = self.state.committed(&block(self.seed, n));
             self.n = n;
         }
+        // A quarter of the faulted operations are rollbacks.
+        let retained = self.state.history.len() as u64;
+        let rollback = (retained > 0 && self.rng.below(4) == 0)
+            .then(|| 1 + self.rng.below(retained) as usize);
         let kind = self.rng.below(if power_loss { 6 } else { 5 });
         match kind {
             0 => faults.fail_writes_after(self.rng.below(40), self.rng.below(2) == 0),
@@ -323,7 +397,16 @@ impl Torture {
             4 => faults.fail_syncs_after(self.rng.below(5)),
             _ => {} // a power loss after a commit that succeeded
         }
-        let outcome = commit_block(&db, self.seed, self.n + 1, &self.model);
+        let (outcome, after) = match rollback {
+            Some(k) => {
+                self.rollbacks += 1;
+                (db.rollback(k).map(drop), self.state.rolled_back(k))
+            }
+            None => (
+                commit_block(&db, self.seed, self.n + 1, &self.state.model),
+                self.state.committed(&block(self.seed, self.n + 1)),
+            ),
+        };
         if matches!(outcome, Err(Error::StaleSession)) {
             return Err("a lone session was stale".into());
         }
@@ -350,12 +433,12 @@ impl Torture {
             let faults = Arc::new(Faults::none());
             faults.fail_writes_after(self.rng.below(3), true);
             if let Ok(db) = Db::open(options(&self.dir).faults(faults)) {
-                self.settle(&db, allowed, &event)?;
+                self.settle(&db, allowed, &event, after, rollback.is_none())?;
                 return self.count(power_loss);
             }
         }
         let db = Db::open(options(&self.dir)).map_err(|e| format!("{event}: reopen: {e}"))?;
-        self.settle(&db, allowed, &event)?;
+        self.settle(&db, allowed, &event, after, rollback.is_none())?;
         self.count(power_loss)
     }
 
@@ -383,7 +466,7 @@ struct Corruptions {
 /// refused or serve exactly the model's values (or errors), never panic.
 fn corruptions(
     dir: &Path,
-    model: &Model,
+    state: &State,
     trials: u64,
     rng: &mut Rng,
 ) -> Result<Corruptions, String> {
@@ -404,8 +487,10 @@ fn corruptions(
         "overflow",
         "catalog",
         "catalog.log",
+        "history",
     ];
-    let root = root_of(model);
+    let root = root_of(&state.model);
+    let versions = state.roots();
     let mut c = Corruptions::default();
     for t in 0..trials {
         let copy = scratch.path().join(t.to_string());
@@ -413,8 +498,11 @@ fn corruptions(
         for f in files {
             match std::fs::copy(dir.join(f), copy.join(f)) {
                 Ok(_) => {}
-                // The catalog is rebuilt by a scan when missing.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && f.starts_with("catalog") => {}
+                // The catalog is rebuilt by a scan when missing; the history
+                // only reaches back less far.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound
+                        && (f.starts_with("catalog") || f == "history") => {}
                 Err(e) => return Err(format!("{f}: {e}")),
             }
         }
@@ -433,12 +521,20 @@ fn corruptions(
                 return (true, 0, 1);
             }
             let (mut errors, mut wrong) = (0, 0);
-            for i in 0..POOL {
-                let k = key(i);
-                match db.read(&k) {
-                    Ok(v) if v.as_ref() == model.get(&k) => {}
-                    Ok(_) => wrong += 1,
-                    Err(_) => errors += 1,
+            // Every retained root must be one of the model's versions, with
+            // its values (a damaged history may keep fewer).
+            for root in db.roots() {
+                let Some(back) = versions.iter().position(|r| *r == root) else {
+                    wrong += 1;
+                    continue;
+                };
+                for i in 0..POOL {
+                    let k = key(i);
+                    match db.read_at(&root, &k) {
+                        Ok(v) if v.as_ref() == state.version(back).get(&k) => {}
+                        Ok(_) => wrong += 1,
+                        Err(_) => errors += 1,
+                    }
                 }
             }
             (true, errors, wrong)
@@ -604,10 +700,20 @@ fn child(args: &Args, from: u64) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The model up to `from`, so the child can check its reads and witnesses.
+    // The state it opened (rollbacks make it other than blocks 1 to `from`;
+    // the parent checks it), so the child can check its reads and witnesses.
     let mut model = Model::new();
-    for n in 1..=from {
-        apply(&mut model, &block(args.seed, n));
+    for i in 0..POOL {
+        match db.read(&key(i)) {
+            Ok(Some(v)) => {
+                model.insert(key(i), v);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("child: read: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     let mut stdout = std::io::stdout();
     for n in from + 1.. {
@@ -641,7 +747,8 @@ fn run(args: &Args) -> Result<(), String> {
         dir,
         rng: Rng::new(args.seed),
         n: 0,
-        model: Model::new(),
+        state: State::default(),
+        rollbacks: 0,
         kills: 0,
         power_losses: 0,
         errors: 0,
@@ -669,15 +776,15 @@ fn run(args: &Args) -> Result<(), String> {
             }
         }
         println!(
-            "round {round}: {} kills, {} power losses, {} errors; {} blocks committed, {} found rolled forward, {:.0?}",
-            t.kills, t.power_losses, t.errors, t.n, t.rolled_forward, started.elapsed()
+            "round {round}: {} kills, {} power losses, {} errors; {} blocks committed, {} faulted rollbacks, {} found rolled forward, {:.0?}",
+            t.kills, t.power_losses, t.errors, t.n, t.rollbacks, t.rolled_forward, started.elapsed()
         );
     }
 
     // Panics inside catch_unwind are counted, not printed.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let c = corruptions(&t.dir, &t.model, args.corruptions, &mut t.rng);
+    let c = corruptions(&t.dir, &t.state, args.corruptions, &mut t.rng);
     std::panic::set_hook(default_hook);
     let c = c?;
     println!(
@@ -687,7 +794,7 @@ fn run(args: &Args) -> Result<(), String> {
     let db = Db::open(options(&t.dir)).map_err(|e| e.to_string())?;
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let fuzzed = fuzz(&db, &t.model, args.fuzz, &mut t.rng);
+    let fuzzed = fuzz(&db, &t.state.model, args.fuzz, &mut t.rng);
     std::panic::set_hook(default_hook);
     let (inputs, decoded, panics) = fuzzed?;
     println!("fuzz: {inputs} inputs to 4 decoders (path, multi-proof, witness, chunk): {decoded} decoded and checked, {panics} panics");
