@@ -269,19 +269,23 @@ impl Torture {
         let found = db.roots();
         let (before_roots, after_roots) = (self.state.roots(), after.roots());
         if before_roots == after_roots {
-            eprintln!("note: the operation after block {} leaves the state as it was", self.n);
+            eprintln!(
+                "note: the operation after block {} leaves the state as it was",
+                self.n
+            );
         }
         // An operation that changes nothing leaves one state: take it as
         // applied unless the outcome says it was not.
-        let is_after = if found == after_roots && (found != before_roots || allowed != Allowed::Before) {
-            true
-        } else if found == before_roots {
-            false
-        } else {
-            return Err(format!(
-                "{event}: a partial commit (root or history matches neither state)"
-            ));
-        };
+        let is_after =
+            if found == after_roots && (found != before_roots || allowed != Allowed::Before) {
+                true
+            } else if found == before_roots {
+                false
+            } else {
+                return Err(format!(
+                    "{event}: a partial commit (root or history matches neither state)"
+                ));
+            };
         match (allowed, is_after) {
             (Allowed::After, false) => {
                 return Err(format!("{event}: acknowledged operation after block {} lost", self.n))
@@ -314,7 +318,9 @@ impl Torture {
                 .read_at(&old_root, &k)
                 .map_err(|e| format!("{event}: read_at: {e}"))?;
             if got.as_ref() != old.get(&k) {
-                return Err(format!("{event}: key {i} reads a wrong value {back} commits back"));
+                return Err(format!(
+                    "{event}: key {i} reads a wrong value {back} commits back"
+                ));
             }
         }
         Ok(())
@@ -384,8 +390,8 @@ impl Torture {
         }
         // A quarter of the faulted operations are rollbacks.
         let retained = self.state.history.len() as u64;
-        let rollback = (retained > 0 && self.rng.below(4) == 0)
-            .then(|| 1 + self.rng.below(retained) as usize);
+        let rollback =
+            (retained > 0 && self.rng.below(4) == 0).then(|| 1 + self.rng.below(retained) as usize);
         let kind = self.rng.below(if power_loss { 6 } else { 5 });
         match kind {
             0 => faults.fail_writes_after(self.rng.below(40), self.rng.below(2) == 0),

@@ -84,7 +84,7 @@ pub(crate) struct Shared {
     opened_from_catalog: bool,
     timers: CommitTimers,
     /// Keys whose pages and bucket to load; `None` once the Db is dropped.
-    prefetch: RwLock<Option<Sender<Vec<prefetch::Hint>>>>,
+    prefetch: RwLock<Option<Sender<prefetch::Hints>>>,
 }
 
 impl Db {
@@ -112,7 +112,7 @@ impl Db {
                 Chain::default()
             }
             0 => Chain::default(),
-            window => Chain::replay(records, &meta.root, window)?,
+            window => Chain::replay(records, &meta.root, window),
         };
         let shared = Arc::new(Shared {
             store,
@@ -271,6 +271,17 @@ impl Shared {
 
     /// Starts loading what reading or writing the hinted keys will need.
     fn prefetch(&self, hints: Vec<prefetch::Hint>) {
+        self.send_hints(prefetch::Hints::Session(hints));
+    }
+
+    /// [`Shared::prefetch`] for one operation's many keys (a rollback, a
+    /// proof back): served after sessions' hints, and dropped for the next
+    /// such batch.
+    fn prefetch_bulk(&self, hints: Vec<prefetch::Hint>) {
+        self.send_hints(prefetch::Hints::Bulk(hints));
+    }
+
+    fn send_hints(&self, hints: prefetch::Hints) {
         if let Some(keys) = self.prefetch.read().as_ref() {
             let _ = keys.send(hints);
         }

@@ -118,7 +118,7 @@ impl Options {
     /// restorable (default 64): [`crate::Db::roots`], [`crate::Db::read_at`],
     /// [`crate::Db::prove_at`] and [`crate::Db::rollback`] reach that far
     /// back. Each commit then also writes the old values of the keys it
-    /// changes; 0 keeps no history and writes nothing for it (and open
+    /// writes; 0 keeps no history and writes nothing for it (and open
     /// discards any kept before).
     pub fn history(mut self, commits: usize) -> Options {
         self.history = commits;

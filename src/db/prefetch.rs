@@ -26,6 +26,13 @@ pub(super) struct Hint {
     pub(super) bucket: bool,
 }
 
+/// Hints as sent: a session's come first; a bulk batch replaces the one
+/// before it, which a retry or the next operation makes stale.
+pub(super) enum Hints {
+    Session(Vec<Hint>),
+    Bulk(Vec<Hint>),
+}
+
 /// A read in flight.
 enum Wanted {
     Page(PageId, u64),
@@ -35,7 +42,7 @@ enum Wanted {
 /// Starts the fetcher thread; it stops when every sender is gone.
 pub(super) fn start(
     shared: Weak<Shared>,
-    keys: Receiver<Vec<Hint>>,
+    keys: Receiver<Hints>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("pagetrie-prefetch".into())
@@ -70,8 +77,10 @@ const MAX_IN_FLIGHT: usize = 8192;
 
 #[derive(Default)]
 struct Fetcher {
-    /// Hints not yet acted on, oldest first.
+    /// Sessions' hints not yet acted on, oldest first.
     queue: std::collections::VecDeque<Hint>,
+    /// The newest bulk batch's hints not yet acted on.
+    bulk: std::vec::IntoIter<Hint>,
     next_tag: u64,
     in_flight: HashMap<u64, (Target, u32, Wanted)>,
     /// (target, slot) pairs being read: each block is read once.
@@ -79,13 +88,16 @@ struct Fetcher {
 }
 
 impl Fetcher {
-    fn run(&mut self, shared: &Weak<Shared>, keys: &Receiver<Vec<Hint>>) {
+    fn run(&mut self, shared: &Weak<Shared>, keys: &Receiver<Hints>) {
         let (reply, done) = unbounded::<Done>();
         loop {
             select! {
                 recv(keys) -> key => {
                     let (Ok(hints), Some(shared)) = (key, shared.upgrade()) else { return };
-                    self.queue.extend(hints);
+                    match hints {
+                        Hints::Session(hints) => self.queue.extend(hints),
+                        Hints::Bulk(hints) => self.bulk = hints.into_iter(),
+                    }
                     self.pump(&shared, &reply);
                 }
                 recv(done) -> finished => {
@@ -100,7 +112,7 @@ impl Fetcher {
     /// Acts on queued hints while fewer than [`MAX_IN_FLIGHT`] reads are out.
     fn pump(&mut self, shared: &Arc<Shared>, reply: &Sender<Done>) {
         while self.in_flight.len() < MAX_IN_FLIGHT {
-            let Some(hint) = self.queue.pop_front() else {
+            let Some(hint) = self.queue.pop_front().or_else(|| self.bulk.next()) else {
                 return;
             };
             self.fetch(shared, hint, reply);

@@ -88,7 +88,11 @@ impl Db {
         // states; a proof that verifies against `root` shows its values all
         // the same.
         if let Ok(Some(proof)) = self.shared.prove_back(root, &keys) {
-            if proof.verify(root).is_ok() {
+            let covers = |proof: &MultiProof| {
+                let verified = proof.verify(root)?;
+                keys.iter().try_for_each(|key| verified.get(key).map(drop))
+            };
+            if covers(&proof).is_ok() {
                 return Ok(proof);
             }
         }
@@ -174,6 +178,6 @@ impl Shared {
             key: *key,
             bucket: buckets,
         });
-        self.prefetch(hints.collect());
+        self.prefetch_bulk(hints.collect());
     }
 }

@@ -38,6 +38,10 @@ pub(super) struct HistoryLog {
     starts: VecDeque<(u64, u64)>,
     /// The records open found, until the layer above takes them.
     pub(super) found: Vec<(u64, Vec<u8>)>,
+    /// A rewrite's rename whose directory sync failed: the next commit
+    /// syncs the directory before its commit point, so its record is not in
+    /// a file whose name a power loss could undo.
+    pub(super) dir_unsynced: bool,
 }
 
 /// Opens the history of a database whose durable commit is `durable`: the
@@ -67,6 +71,7 @@ pub(super) fn load(dir: &Path, file: Arc<DataFile>, durable: u64) -> Result<Hist
         end,
         starts,
         found,
+        dir_unsynced: false,
     })
 }
 
@@ -125,7 +130,7 @@ impl HistoryLog {
         &mut self,
         dir: &Path,
         io: &Io,
-        open: impl FnOnce(&Path) -> Result<DataFile, Error>,
+        open: impl Fn(&Path) -> Result<DataFile, Error>,
         keep_from: u64,
     ) -> Result<(), Error> {
         let Some(first) = self.trim_point(keep_from) else {
@@ -148,16 +153,24 @@ impl HistoryLog {
             let _ = remove_new(dir);
             return Err(e);
         }
-        // Renamed: the new file is the log from here on, even if the rename
-        // is not durable yet (a crash may then bring back the old file, whose
-        // newest records are missing: open keeps only what links up to the
-        // durable root).
-        self.file = file;
+        // Renamed: the new file is the log from here on (under its final
+        // name, for errors that name it), even before the rename is durable.
+        self.file = open(&dir.join(FILE)).map(Arc::new).unwrap_or(file);
         self.end -= first;
         self.starts.retain(|(_, start)| *start >= first);
         for (_, start) in &mut self.starts {
             *start -= first;
         }
-        sync_dir(dir)
+        self.dir_unsynced = true;
+        self.sync_dir(dir)
+    }
+
+    /// Makes a rewrite's rename durable, if it is not yet.
+    pub(super) fn sync_dir(&mut self, dir: &Path) -> Result<(), Error> {
+        if self.dir_unsynced {
+            sync_dir(dir)?;
+            self.dir_unsynced = false;
+        }
+        Ok(())
     }
 }

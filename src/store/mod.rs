@@ -669,7 +669,8 @@ impl Store {
         let history = match batch.history.take() {
             Some(payload) => {
                 let blocks = history::HistoryLog::record(meta.seqno, &payload);
-                let log = self.history.lock();
+                let mut log = self.history.lock();
+                log.sync_dir(&self.dir)?;
                 log.file.reserve(log.end + blocks.len() as u64)?;
                 Some((log.file.clone(), log.end, blocks))
             }
