@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
-use super::history::{self, Chain, Undo};
+use super::history::{self, Chain, Undo, KEPT_PAGE_LEVEL};
 use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
@@ -269,13 +269,21 @@ impl Shared {
         };
         let started = self.clock();
         let previous = std::mem::take(&mut value_plan.previous);
+        // The top pages as the commit finds them, for its undo: always
+        // cached, and not yet replaced (the publish comes after).
+        let mut old_pages = Vec::new();
+        if self.options.history > 0 && matches!(step, Step::Keep) {
+            for (id, _) in pages.iter().filter(|(id, _)| id.level() <= KEPT_PAGE_LEVEL) {
+                old_pages.push((*id, self.pages.get(&self.store, id)?));
+            }
+        }
         let mut page_plan = self.pages.plan(&self.store, pages, seqno)?;
         let mut batch = Batch::new(root, self.store.meta().lengths);
         let chain = self.versions.head_and_chain().1;
         let chain = match (self.options.history, step) {
             (0, _) => Chain::default(),
             (window, Step::Keep) => {
-                let undo = Undo::new(seqno, base.root, root, &previous)?;
+                let undo = Undo::new(seqno, base.root, root, &previous, old_pages)?;
                 batch.history = Some(undo.encode());
                 chain.pushed(undo, window)
             }

@@ -17,8 +17,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::KeyedValues;
+use crate::block::Block;
+use crate::trie::page::{Page, PAGE_SIZE};
+use crate::trie::page_id::PageId;
 use crate::trie::{KeyPath, Node};
 use crate::Error;
+
+/// Pages of levels up to this one (the root page and its 64 children: the
+/// trie's top 12 levels) are kept in undos as they were before the commit,
+/// so a proof back recomputes only the subtrees below them that it enters.
+pub(crate) const KEPT_PAGE_LEVEL: usize = 1;
+
+/// A page as a commit found it: `None` if it did not exist.
+pub(crate) type OldPage = (PageId, Option<Arc<Page>>);
 
 const UNDO: u8 = 0;
 const ROLLBACK: u8 = 1;
@@ -44,16 +55,21 @@ pub(crate) struct Undo {
     /// (`ABSENT`: the key had none).
     spans: Vec<(u32, u32)>,
     values: Vec<u8>,
+    /// The pages of levels up to [`KEPT_PAGE_LEVEL`] the commit changed, as
+    /// they were before it.
+    pages: Vec<OldPage>,
 }
 
 impl Undo {
     /// The undo of commit `seqno` from `root_before` to `root_after`, which
-    /// replaced `previous` (sorted by key, each key once).
+    /// replaced `previous` (sorted by key, each key once) and the top pages
+    /// `pages`.
     pub(crate) fn new(
         seqno: u64,
         root_before: Node,
         root_after: Node,
         previous: &KeyedValues,
+        pages: Vec<OldPage>,
     ) -> Result<Undo, Error> {
         let mut undo = Undo {
             seqno,
@@ -64,6 +80,7 @@ impl Undo {
             index_bits: 0,
             spans: Vec::with_capacity(previous.len()),
             values: Vec::new(),
+            pages,
         };
         for (key, value) in previous {
             undo.push(*key, value.as_deref())?;
@@ -131,9 +148,11 @@ impl Undo {
     }
 
     /// Its record: kind, the two roots, the entry count, then each key with
-    /// its old value's length (`u32::MAX`: absent) and bytes.
+    /// its old value's length (`u32::MAX`: absent) and bytes; then the page
+    /// count and each page's id, whether it existed, and its bytes if so.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(73 + self.keys.len() * 36 + self.values.len());
+        let pages = self.pages.len() * (33 + PAGE_SIZE);
+        let mut out = Vec::with_capacity(77 + self.keys.len() * 36 + self.values.len() + pages);
         out.push(UNDO);
         out.extend_from_slice(&self.root_before);
         out.extend_from_slice(&self.root_after);
@@ -143,12 +162,24 @@ impl Undo {
             out.extend_from_slice(&self.spans[i].1.to_le_bytes());
             out.extend_from_slice(self.value(i).unwrap_or_default());
         }
+        out.extend_from_slice(&(self.pages.len() as u32).to_le_bytes());
+        for (id, page) in &self.pages {
+            out.extend_from_slice(&id.encode());
+            out.push(u8::from(page.is_some()));
+            if let Some(page) = page {
+                out.extend_from_slice(page.as_bytes());
+            }
+        }
         out
     }
 
     /// The RAM it holds, for [`crate::Metrics`].
     fn bytes(&self) -> usize {
-        size_of::<Undo>() + self.keys.len() * 40 + self.index.len() * 4 + self.values.len()
+        size_of::<Undo>()
+            + self.keys.len() * 40
+            + self.index.len() * 4
+            + self.values.len()
+            + self.pages.len() * (size_of::<OldPage>() + PAGE_SIZE)
     }
 }
 
@@ -172,7 +203,8 @@ fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
             let root_before = r.take(32)?.try_into().ok()?;
             let root_after = r.take(32)?.try_into().ok()?;
             let count = r.u64()?;
-            let mut undo = Undo::new(seqno, root_before, root_after, &Vec::new()).ok()?;
+            let mut undo =
+                Undo::new(seqno, root_before, root_after, &Vec::new(), Vec::new()).ok()?;
             for _ in 0..count {
                 let key = r.take(32)?.try_into().ok()?;
                 let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
@@ -183,6 +215,22 @@ fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
                 undo.push(key, value).ok()?;
             }
             undo.build_index();
+            let pages = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
+            for _ in 0..pages {
+                let id = PageId::decode(r.take(32)?.try_into().ok()?).ok()?;
+                let page = match r.take(1)?[0] {
+                    0 => None,
+                    1 => {
+                        let mut block = Block::zeroed();
+                        block.0.copy_from_slice(r.take(PAGE_SIZE)?);
+                        let page = Page::from_block(block);
+                        page.check(&id).ok()?;
+                        Some(Arc::new(page))
+                    }
+                    _ => return None,
+                };
+                undo.pages.push((id, page));
+            }
             Record::Undo(undo)
         }
         ROLLBACK => Record::Rollback(usize::try_from(r.u64()?).ok()?),
@@ -282,13 +330,32 @@ impl Chain {
     }
 
     /// The writes that take the head back `depth` commits: every key the
-    /// newest `depth` undos name, with its value there. Sorted by key.
-    pub(crate) fn writes_back(&self, depth: usize) -> KeyedValues {
+    /// newest `depth` undos name (of those `wanted` accepts), with its value
+    /// there. Sorted by key.
+    pub(crate) fn writes_back(
+        &self,
+        depth: usize,
+        wanted: impl Fn(&KeyPath) -> bool,
+    ) -> KeyedValues {
         let mut out = BTreeMap::new();
         for undo in self.newest(depth) {
             for (i, key) in undo.keys.iter().enumerate() {
-                out.entry(*key)
-                    .or_insert_with(|| undo.value(i).map(<[u8]>::to_vec));
+                if wanted(key) {
+                    out.entry(*key)
+                        .or_insert_with(|| undo.value(i).map(<[u8]>::to_vec));
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// The top pages (levels up to [`KEPT_PAGE_LEVEL`]) that differ `depth`
+    /// commits back, as they were there.
+    pub(crate) fn pages_back(&self, depth: usize) -> Vec<OldPage> {
+        let mut out = BTreeMap::new();
+        for undo in self.newest(depth) {
+            for (id, page) in &undo.pages {
+                out.entry(*id).or_insert_with(|| page.clone());
             }
         }
         out.into_iter().collect()
@@ -330,7 +397,7 @@ mod tests {
             .iter()
             .map(|(k, v)| ([*k; 32], v.map(<[u8]>::to_vec)))
             .collect();
-        Undo::new(seqno, [before; 32], [after; 32], &previous).unwrap()
+        Undo::new(seqno, [before; 32], [after; 32], &previous, Vec::new()).unwrap()
     }
 
     fn records(items: Vec<(u64, Vec<u8>)>, head: u8, window: usize) -> Chain {
@@ -375,7 +442,7 @@ mod tests {
                 .into_iter()
                 .collect();
             let previous = keys.iter().map(|k| (*k, Some(k[28..].to_vec()))).collect();
-            let u = Undo::new(1, [0; 32], [1; 32], &previous).unwrap();
+            let u = Undo::new(1, [0; 32], [1; 32], &previous, Vec::new()).unwrap();
             assert_eq!(u.index_bits, 12);
             for k in &keys {
                 assert_eq!(u.get(k), Some(Some(&k[28..])));
@@ -404,7 +471,7 @@ mod tests {
         assert_eq!(chain.changed_value(2, &[8; 32]), Some(None));
         assert_eq!(chain.changed_value(2, &[7; 32]), None);
         assert_eq!(
-            chain.writes_back(2),
+            chain.writes_back(2, |_| true),
             vec![([8; 32], None), ([9; 32], Some(b"a".to_vec()))]
         );
         assert_eq!(chain.popped(1).roots(&[2; 32]), vec![[2; 32], [1; 32]]);

@@ -1,13 +1,16 @@
 //! The retained roots: reads and proofs at them, and rollback to them
 //! (see `history` for how they are kept).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::commit_order::Step;
+use super::history::{Chain, KEPT_PAGE_LEVEL};
 use super::prefetch::Hint;
 use super::versions::Head;
-use super::{Db, Shared};
+use super::{Db, KeyedValues, Shared};
 use crate::commit::{update_trie, Change, Unwritten};
+use crate::trie::page_id::PageId;
 use crate::trie::proof::MultiProof;
 use crate::trie::{hash_value, KeyPath, Node};
 use crate::Error;
@@ -88,13 +91,7 @@ impl Db {
         // states; a proof that verifies against `root` shows its values all
         // the same.
         if let Ok(Some(proof)) = self.shared.prove_back(root, &keys) {
-            let covers = |proof: &MultiProof| {
-                let verified = proof.verify(root)?;
-                keys.iter().try_for_each(|key| verified.get(key).map(drop))
-            };
-            if covers(&proof).is_ok() {
-                return Ok(proof);
-            }
+            return Ok(proof);
         }
         // A commit landed meanwhile (or the read failed): again, with commits
         // held back.
@@ -121,7 +118,7 @@ impl Shared {
             return Ok(head.root);
         }
         let target = chain.roots(&head.root)[commits];
-        let writes = chain.writes_back(commits);
+        let writes = chain.writes_back(commits, |_| true);
         self.load_for(&writes, true);
         let values = self.plan_values(head.seqno + 1, &writes)?;
         let mut prepared = self.prepare(head, writes, Vec::new(), false, None)?;
@@ -135,38 +132,93 @@ impl Shared {
     }
 
     /// The proof of `keys` (sorted, each once) at `root`, recomputed from the
-    /// head and the values changed since; `None` if the trie update does not
-    /// reach `root`, which without the writer lock means a commit landed
-    /// meanwhile.
+    /// head and the changes since; `None` if it does not prove `keys` at
+    /// `root`, which without the writer lock means a commit landed meanwhile.
+    ///
+    /// The top pages come from the undos as they were at `root`; below them,
+    /// only the subtrees the keys' paths enter are recomputed, from the head
+    /// and the values changed under them since. If that proof does not
+    /// verify (a subtree elided at `root` above the kept pages' reach draws
+    /// on keys outside those subtrees), the whole trie at `root` is
+    /// recomputed instead.
     fn prove_back(&self, root: &Node, keys: &[KeyPath]) -> Result<Option<MultiProof>, Error> {
         let (head, chain) = self.versions.head_and_chain();
         let depth = chain.depth_of(&head.root, root).ok_or(Error::UnknownRoot)?;
+        let at_root = Head {
+            seqno: head.seqno,
+            root: *root,
+        };
         if depth == 0 {
             return self.prove_locked(head, keys, None).map(Some);
         }
-        // The trie at `root`, as pages and values over the stores, like an
-        // overlay's: the update's own proof is of the head.
-        let mut back = Unwritten::default();
-        let mut changes: Vec<Change> = Vec::new();
-        for (key, value) in chain.writes_back(depth) {
-            let value = value.map(|v| (hash_value(&v), Arc::<[u8]>::from(v)));
-            changes.push((key, value.as_ref().map(|(hash, _)| *hash)));
-            back.values.insert(key, value);
+        if let Some(proof) = self.prove_over_kept_pages(&head, &chain, depth, root, keys)? {
+            return Ok(Some(proof));
         }
-        let workers = self.options.commit_workers;
-        self.load_for(&changes, false);
-        let trie = update_trie(self.tree(None), &head.root, &changes, &[], workers)?;
-        if trie.root != *root {
-            return Ok(None);
-        }
-        for (id, page) in trie.pages {
+        let back = self.back_to(&head, &chain.writes_back(depth, |_| true), |_| true)?;
+        let proof = self.prove_locked(at_root, keys, Some(&back))?;
+        Ok(proves(&proof, root, keys).then_some(proof))
+    }
+
+    /// The proof at `root`, `depth` commits before `head`, from the top
+    /// pages the undos kept and the subtrees below them that `keys` enter,
+    /// recomputed; `None` if it does not prove them at `root`.
+    pub(super) fn prove_over_kept_pages(
+        &self,
+        head: &Head,
+        chain: &Chain,
+        depth: usize,
+        root: &Node,
+        keys: &[KeyPath],
+    ) -> Result<Option<MultiProof>, Error> {
+        let entered: HashSet<PageId> = keys
+            .iter()
+            .map(|key| PageId::on_path(key, KEPT_PAGE_LEVEL + 1))
+            .collect();
+        let within = |key: &KeyPath| entered.contains(&PageId::on_path(key, KEPT_PAGE_LEVEL + 1));
+        let mut back = self.back_to(head, &chain.writes_back(depth, within), |id| {
+            id.level() > KEPT_PAGE_LEVEL
+        })?;
+        for (id, page) in chain.pages_back(depth) {
             back.pages.insert(id, page);
         }
         let at_root = Head {
             seqno: head.seqno,
             root: *root,
         };
-        self.prove_locked(at_root, keys, Some(&back)).map(Some)
+        // An elided subtree that draws on keys outside the recomputed ones
+        // fails its check here, or gives a proof that does not verify.
+        Ok(self
+            .prove_locked(at_root, keys, Some(&back))
+            .ok()
+            .filter(|proof| proves(proof, root, keys)))
+    }
+
+    /// The changes that `writes` make to the head, as pages and values over
+    /// the stores (like an overlay's), keeping the pages `keep` accepts.
+    fn back_to(
+        &self,
+        head: &Head,
+        writes: &KeyedValues,
+        keep: impl Fn(&PageId) -> bool,
+    ) -> Result<Unwritten, Error> {
+        let mut back = Unwritten::default();
+        let mut changes: Vec<Change> = Vec::with_capacity(writes.len());
+        for (key, value) in writes {
+            let value = value
+                .as_ref()
+                .map(|v| (hash_value(v), Arc::<[u8]>::from(v.as_slice())));
+            changes.push((*key, value.as_ref().map(|(hash, _)| *hash)));
+            back.values.insert(*key, value);
+        }
+        self.load_for(&changes, false);
+        let workers = self.options.commit_workers;
+        let trie = update_trie(self.tree(None), &head.root, &changes, &[], workers)?;
+        for (id, page) in trie.pages {
+            if keep(&id) {
+                back.pages.insert(id, page);
+            }
+        }
+        Ok(back)
     }
 
     /// Starts loading the pages (and with `buckets` the buckets) that
@@ -180,4 +232,11 @@ impl Shared {
         });
         self.prefetch_bulk(hints.collect());
     }
+}
+
+/// Whether `proof` verifies against `root` and covers every key of `keys`.
+fn proves(proof: &MultiProof, root: &Node, keys: &[KeyPath]) -> bool {
+    proof
+        .verify(root)
+        .is_ok_and(|verified| keys.iter().all(|key| verified.get(key).is_ok()))
 }

@@ -543,12 +543,68 @@ fn the_history_file_keeps_about_the_window_and_reopens_whole() {
         }
     }
     assert_history(&db, &models, 60, 4);
-    // Records of about 2 blocks each: the dropped ones were cut away (tests
-    // rewrite from 2 dropped blocks on).
+    // Records of about 3 blocks each (values and the root page), 180 in all
+    // without trimming: the dropped ones were cut away (tests rewrite from 2
+    // dropped blocks on).
     let blocks = std::fs::metadata(dir.path().join("history")).unwrap().len() / 4096;
-    assert!(blocks <= 16, "{blocks} blocks");
+    assert!(blocks <= 30, "{blocks} blocks");
     drop(db);
     let db = Db::open(options).unwrap();
     assert_history(&db, &models, 60, 4);
     assert_state(&db, &models[60]);
+}
+
+#[test]
+fn proofs_back_come_from_the_kept_top_pages_where_subtrees_are_stored() {
+    // 3000 keys under one 16-bit prefix: the subtree under the kept pages
+    // (depth 12) holds pages of its own, so nothing there is elided.
+    let key = |i: u32| {
+        let mut k = *blake3::hash(&i.to_le_bytes()).as_bytes();
+        k[..2].copy_from_slice(&[0x5a, 0x17]);
+        k
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path()).history(8)).unwrap();
+    let mut models = vec![Model::new()];
+    for n in 0..6u32 {
+        let session = db.begin_session();
+        let mut model = models.last().unwrap().clone();
+        for i in (0..3000).filter(|i| n == 0 || i % (n + 3) == 0) {
+            let value = (n * 7 + i).to_le_bytes().to_vec();
+            session.write(key(i), Some(value.clone()));
+            model.insert(key(i), value);
+        }
+        // And keys elsewhere, so the root page changes beyond the prefix.
+        session.write([n as u8; 32], Some(vec![n as u8]));
+        model.insert([n as u8; 32], vec![n as u8]);
+        session.commit().unwrap();
+        models.push(model);
+    }
+    let (head, chain) = db.shared.versions.head_and_chain();
+    let mut keys: Vec<KeyPath> = [3, 500, 2999, 4000].map(key).to_vec();
+    keys.sort();
+    for depth in 1..=5 {
+        let model = &models[models.len() - 1 - depth];
+        let root = root_of(model);
+        let proof = db
+            .shared
+            .prove_over_kept_pages(&head, &chain, depth, &root, &keys)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{depth} back: no proof from the kept pages"));
+        let verified = proof.verify(&root).unwrap();
+        for k in &keys {
+            let hash = model.get(k).map(|v| hash_value(v));
+            verified.confirm(k, hash.as_ref()).unwrap();
+        }
+        // A key in a sparse region (an elided subtree above the kept
+        // pages' depth) needs the whole trie recomputed: prove_at does that.
+        let mut sparse = keys.clone();
+        sparse.push([2; 32]);
+        let verified = db.prove_at(&root, &sparse).unwrap();
+        let verified = verified.verify(&root).unwrap();
+        for k in &sparse {
+            let hash = model.get(k).map(|v| hash_value(v));
+            verified.confirm(k, hash.as_ref()).unwrap();
+        }
+    }
 }
