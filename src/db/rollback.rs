@@ -78,11 +78,15 @@ impl Db {
     /// A multi-proof of `keys` (present or absent) at `root`, one of
     /// [`Db::roots`]; [`Error::UnknownRoot`] for any other.
     ///
-    /// The history keeps old values, not old trie nodes, so this recomputes
-    /// the trie of `root` from the committed one and the values changed
-    /// since: its cost grows with the keys changed after `root` (about a
-    /// commit's trie update per commit back; figures in docs/benchmarks.md).
-    /// It runs beside commits, and waits for them only if one lands during it.
+    /// The history keeps old values and the trie's top two page levels (its
+    /// top 12 levels) as they were, so this recomputes, from the committed
+    /// trie, only the subtrees below those that `keys` enter, with the
+    /// values changed in them since `root`. A key in a sparse region of the
+    /// trie (a subtree with fewer than 20 keys above depth 12, elided rather
+    /// than stored as pages) makes it recompute the whole trie at `root`
+    /// instead, whose cost grows with every key changed since (figures in
+    /// docs/benchmarks.md). It runs beside commits, and waits for them only
+    /// if one lands during it.
     pub fn prove_at(&self, root: &Node, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         let mut keys = keys.to_vec();
         keys.sort_unstable();
