@@ -129,12 +129,13 @@ impl Child {
     }
 
     /// Waits for a line containing `tag` (the harness prints the test's
-    /// name on the same line as the test's first output).
-    pub fn wait_for(&mut self, tag: &str) {
+    /// name on the same line as the test's first output); returns what
+    /// follows the tag.
+    pub fn wait_for(&mut self, tag: &str) -> String {
         loop {
             let line = self.lines.next().expect("child output").unwrap();
-            if line.contains(tag) {
-                return;
+            if let Some(rest) = tagged(&line, tag) {
+                return rest;
             }
         }
     }
