@@ -153,7 +153,8 @@ impl Shared {
             root: *root,
         };
         if depth == 0 {
-            return self.prove_locked(head, keys, None).map(Some);
+            let proof = self.prove_locked(head, keys, None)?;
+            return Ok(proves(&proof, root, keys).then_some(proof));
         }
         if let Some(proof) = self.prove_over_kept_pages(&head, &chain, depth, root, keys)? {
             return Ok(Some(proof));
