@@ -104,7 +104,8 @@ impl Shared {
         let (_writer, head) = self.writer_at(base)?;
         // The buckets go to the disk while the trie is updated.
         let values = self.plan_values(head.seqno + 1, &writes)?;
-        let prepared = self.prepare(head, writes, reads, prove, None)?;
+        let workers = self.options.commit_workers;
+        let prepared = self.prepare(head, writes, reads, prove, None, workers)?;
         self.apply(prepared, Some(values))
     }
 
@@ -117,7 +118,15 @@ impl Shared {
         prove: bool,
     ) -> Result<Prepared, Error> {
         let _writer = self.writer_seeing(base)?;
-        self.prepare(base.head, writes, reads, prove, base.unwritten.as_ref())
+        let workers = self.options.commit_workers;
+        self.prepare(
+            base.head,
+            writes,
+            reads,
+            prove,
+            base.unwritten.as_ref(),
+            workers,
+        )
     }
 
     /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
@@ -184,8 +193,8 @@ impl Shared {
     }
 
     /// The trie update of `writes` on `head` (the stores' state under
-    /// `unwritten`), with the witness of `reads` and the written keys if
-    /// `prove`. The caller holds the writer lock.
+    /// `unwritten`) on `workers` threads, with the witness of `reads` and the
+    /// written keys if `prove`. The caller holds the writer lock.
     pub(super) fn prepare(
         &self,
         head: Head,
@@ -193,6 +202,7 @@ impl Shared {
         mut reads: Vec<KeyPath>,
         prove: bool,
         unwritten: Option<&Unwritten>,
+        workers: usize,
     ) -> Result<Prepared, Error> {
         for (_, value) in &writes {
             if let Some(v) = value {
@@ -213,13 +223,7 @@ impl Shared {
             reads.clear();
         }
         let started = self.clock();
-        let trie = update_trie(
-            self.tree(unwritten),
-            &head.root,
-            &changes,
-            &reads,
-            self.options.commit_workers,
-        )?;
+        let trie = update_trie(self.tree(unwritten), &head.root, &changes, &reads, workers)?;
         CommitTimers::add(&self.timers.trie_ns, started);
         Ok(Prepared {
             base: head,
