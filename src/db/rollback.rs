@@ -17,9 +17,9 @@ use crate::Error;
 
 impl Db {
     /// The retained roots, newest (the committed root, [`Db::root`]) first:
-    /// at most [`crate::Options::history`] commits back, fewer after a
-    /// rollback, since open with a longer window, or on a database that has
-    /// not made that many commits.
+    /// at most [`crate::Options::history`] commits back; fewer after a
+    /// rollback, after an open with a longer window than before, or on a
+    /// database that has not made that many commits.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
