@@ -62,6 +62,8 @@ impl Db {
     /// [`Db::roots`]; [`Error::UnknownRoot`] for any other. Safe from any
     /// thread while commits and rollbacks run.
     pub fn read_at(&self, root: &Node, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+        // Also for answers from the undos: a poisoned handle answers nothing.
+        self.shared.store.check_usable()?;
         let versions = &self.shared.versions;
         let (head, chain) = versions.pin_with_chain();
         let value = match chain.depth_of(&head.root, root) {
@@ -88,6 +90,7 @@ impl Db {
     /// docs/benchmarks.md). It runs beside commits, and waits for them only
     /// if one lands during it.
     pub fn prove_at(&self, root: &Node, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        self.shared.store.check_usable()?;
         let mut keys = keys.to_vec();
         keys.sort_unstable();
         keys.dedup();

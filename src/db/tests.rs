@@ -144,6 +144,18 @@ fn fail_commit_4(db: &Db) -> Option<bool> {
     };
     assert!(matches!(commit(db, 4), Err(Error::Poisoned)));
     assert!(matches!(db.read(&[0xee; 32]), Err(Error::Poisoned)));
+    // Also what the history could answer from RAM ([0xee; 32] is in every
+    // block's undo).
+    let older = db.roots()[1];
+    assert!(matches!(
+        db.read_at(&older, &[0xee; 32]),
+        Err(Error::Poisoned)
+    ));
+    assert!(matches!(
+        db.prove_at(&older, &[[0xee; 32]]),
+        Err(Error::Poisoned)
+    ));
+    assert!(matches!(db.rollback(1), Err(Error::Poisoned)));
     Some(durable)
 }
 
