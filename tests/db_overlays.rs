@@ -269,7 +269,11 @@ proptest! {
                     match overlay.commit() {
                         Ok(()) => {
                             prop_assert!(expected, "committed off the chain");
-                            if !already {
+                            if already {
+                                // Committed as the same state: it counts as
+                                // committed from now on, whatever comes after.
+                                done.insert(*id);
+                            } else {
                                 let mut n = *id;
                                 while done.insert(n) {
                                     match parent_of.get(&n) {
