@@ -283,13 +283,15 @@ impl Shared {
         }
         let mut page_plan = self.pages.plan(&self.store, pages, seqno)?;
         let mut batch = Batch::new(root, self.store.meta().lengths);
+        // One undo for the sessions' snapshots and the history.
+        let undo = Arc::new(Undo::new(seqno, base.root, root, &previous, old_pages)?);
+        drop(previous);
         let chain = self.versions.head_and_chain().1;
         let chain = match (self.options.history, step) {
             (0, _) => Chain::default(),
             (window, Step::Keep) => {
-                let undo = Undo::new(seqno, base.root, root, &previous, old_pages)?;
                 batch.history = Some(undo.encode());
-                chain.pushed(undo, window)
+                chain.pushed(undo.clone(), window)
             }
             (_, Step::Rollback(depth)) => {
                 batch.history = Some(history::rollback_record(depth));
@@ -306,7 +308,7 @@ impl Shared {
         // The root, new sessions' base and the values readers see move as one:
         // a reader that sees the published values also sees the undo log that
         // takes a session pinned before back to its base.
-        self.versions.install(seqno, previous);
+        self.versions.install(undo);
         self.values
             .publish(value_plan, written.take(Target::Buckets));
         self.pages.publish(page_plan, written.take(Target::Pages));

@@ -135,11 +135,23 @@ impl Undo {
     }
 
     /// The old value of `key`, if this commit changed it.
-    fn get(&self, key: &KeyPath) -> Option<Option<&[u8]>> {
+    pub(super) fn get(&self, key: &KeyPath) -> Option<Option<&[u8]>> {
         let p = self.prefix(key);
         let (from, to) = (self.index[p] as usize, self.index[p + 1] as usize);
         let i = from + self.keys[from..to].binary_search(key).ok()?;
         Some(self.value(i))
+    }
+
+    /// The keys in `from..to` (no `to`: to the last key) with their old
+    /// values, in key order.
+    pub(super) fn range<'a>(
+        &'a self,
+        from: &KeyPath,
+        to: Option<&KeyPath>,
+    ) -> impl Iterator<Item = (&'a KeyPath, Option<&'a [u8]>)> + 'a {
+        let first = self.keys.partition_point(|k| k < from);
+        let last = to.map_or(self.keys.len(), |to| self.keys.partition_point(|k| k < to));
+        (first..last.max(first)).map(move |i| (&self.keys[i], self.value(i)))
     }
 
     fn value(&self, i: usize) -> Option<&[u8]> {
@@ -174,7 +186,7 @@ impl Undo {
     }
 
     /// The RAM it holds, for [`crate::Metrics`].
-    fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         size_of::<Undo>()
             + self.keys.len() * 40
             + self.index.len() * 4
@@ -362,9 +374,9 @@ impl Chain {
     }
 
     /// The chain after a commit that kept `undo`, at most `window` long.
-    pub(crate) fn pushed(&self, undo: Undo, window: usize) -> Chain {
+    pub(crate) fn pushed(&self, undo: Arc<Undo>, window: usize) -> Chain {
         let mut undos: Vec<Arc<Undo>> = self.0.as_ref().clone();
-        undos.push(Arc::new(undo));
+        undos.push(undo);
         let over = undos.len().saturating_sub(window);
         undos.drain(..over);
         Chain(Arc::new(undos))
@@ -459,8 +471,8 @@ mod tests {
     fn values_back_come_from_the_oldest_undo_that_names_the_key() {
         // Roots 1 -> 2 -> 3: key 9 was "a", then "b", now "c".
         let chain = Chain::default()
-            .pushed(undo(1, 1, 2, &[(9, Some(b"a"))]), 8)
-            .pushed(undo(2, 2, 3, &[(8, None), (9, Some(b"b"))]), 8);
+            .pushed(Arc::new(undo(1, 1, 2, &[(9, Some(b"a"))])), 8)
+            .pushed(Arc::new(undo(2, 2, 3, &[(8, None), (9, Some(b"b"))])), 8);
         let head = [3; 32];
         assert_eq!(chain.roots(&head), vec![[3; 32], [2; 32], [1; 32]]);
         assert_eq!(chain.depth_of(&head, &[1; 32]), Some(2));
@@ -475,7 +487,13 @@ mod tests {
             vec![([8; 32], None), ([9; 32], Some(b"a".to_vec()))]
         );
         assert_eq!(chain.popped(1).roots(&[2; 32]), vec![[2; 32], [1; 32]]);
-        assert_eq!(chain.pushed(undo(3, 3, 4, &[]), 2).roots(&[4; 32]).len(), 3);
+        assert_eq!(
+            chain
+                .pushed(Arc::new(undo(3, 3, 4, &[])), 2)
+                .roots(&[4; 32])
+                .len(),
+            3
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! The stores hold one state, the newest published one. A session pinned to an
 //! older commit reads the store and then the undo logs of the commits after its
-//! base: log `s` holds, for each key commit `s` wrote, its value before `s`. The
+//! base: log `s` holds, for each key commit `s` wrote, its value before `s`
+//! (the same [`Undo`] the history keeps, shared). The
 //! first log after the base that names the key has the base's value; if none
 //! does, the key has not changed since the base and the store's value is it.
 //!
@@ -22,8 +23,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use parking_lot::RwLock;
 
-use super::history::Chain;
-use super::KeyedValues;
+use std::sync::Arc;
+
+use super::history::{Chain, Undo};
 use crate::trie::{KeyPath, Node};
 
 /// The newest commit readers can see: where new sessions start.
@@ -33,13 +35,6 @@ pub(crate) struct Head {
     pub(crate) root: Node,
 }
 
-struct UndoLog {
-    seqno: u64,
-    /// Each key commit `seqno` wrote, with its value before.
-    before: KeyedValues,
-    bytes: usize,
-}
-
 struct State {
     head: Head,
     /// The undos that reach back from the head.
@@ -47,7 +42,7 @@ struct State {
     /// Live pins by base seqno, with their counts.
     pins: BTreeMap<u64, usize>,
     /// Oldest first; every log's commit is newer than the oldest pin's base.
-    logs: VecDeque<UndoLog>,
+    logs: VecDeque<Arc<Undo>>,
     bytes: usize,
 }
 
@@ -122,20 +117,12 @@ impl Versions {
         state.prune();
     }
 
-    /// Records the values commit `seqno` replaces. Call before the stores
-    /// publish it.
-    pub(crate) fn install(&self, seqno: u64, before: KeyedValues) {
-        let bytes = before
-            .iter()
-            .map(|(_, v)| size_of::<(KeyPath, Option<Vec<u8>>)>() + v.as_ref().map_or(0, Vec::len))
-            .sum();
+    /// Records the values a commit replaces (its undo). Call before the
+    /// stores publish it.
+    pub(crate) fn install(&self, undo: Arc<Undo>) {
         let mut state = self.state.write();
-        state.bytes += bytes;
-        state.logs.push_back(UndoLog {
-            seqno,
-            before,
-            bytes,
-        });
+        state.bytes += undo.bytes();
+        state.logs.push_back(undo);
     }
 
     /// Makes `head` the state new sessions start from, and `chain` the
@@ -158,8 +145,8 @@ impl Versions {
         let state = self.state.read();
         let newer = state.logs.partition_point(|log| log.seqno <= base);
         for log in state.logs.range(newer..) {
-            if let Ok(i) = log.before.binary_search_by(|(k, _)| k.cmp(key)) {
-                return log.before[i].1.clone();
+            if let Some(old) = log.get(key) {
+                return old.map(<[u8]>::to_vec);
             }
         }
         current
@@ -179,13 +166,9 @@ impl Versions {
         let newer = state.logs.partition_point(|log| log.seqno <= base);
         let mut out = BTreeMap::new();
         for log in state.logs.range(newer..) {
-            let first = log.before.partition_point(|(k, _)| k < from);
-            let last = to.map_or(log.before.len(), |to| {
-                log.before.partition_point(|(k, _)| k < to)
-            });
-            for (key, value) in &log.before[first..last.max(first)] {
+            for (key, value) in log.range(from, to) {
                 // The first log after the base to name a key has its value at the base.
-                out.entry(*key).or_insert_with(|| value.clone());
+                out.entry(*key).or_insert_with(|| value.map(<[u8]>::to_vec));
             }
         }
         out
@@ -211,7 +194,7 @@ impl State {
         let keep_after = oldest.min(self.head.seqno);
         while self.logs.front().is_some_and(|log| log.seqno <= keep_after) {
             if let Some(log) = self.logs.pop_front() {
-                self.bytes -= log.bytes;
+                self.bytes -= log.bytes();
             }
         }
     }
@@ -223,6 +206,10 @@ mod tests {
 
     fn key(i: u8) -> KeyPath {
         [i; 32]
+    }
+
+    fn undo(seqno: u64, before: Vec<(KeyPath, Option<Vec<u8>>)>) -> Arc<Undo> {
+        Arc::new(Undo::new(seqno, [0; 32], [0; 32], &before, Vec::new()).unwrap())
     }
 
     fn head(seqno: u64) -> Head {
@@ -237,11 +224,14 @@ mod tests {
         let v = Versions::new(head(0), Chain::default());
         let base = v.pin();
         assert_eq!(base, head(0));
-        v.install(1, vec![(key(1), None), (key(2), Some(vec![2]))]);
+        v.install(undo(1, vec![(key(1), None), (key(2), Some(vec![2]))]));
         // Before and after the publish: the store may show commit 0 or 1.
         assert_eq!(v.resolve(0, &key(1), Some(vec![9])), None);
         v.advance(head(1), Chain::default());
-        v.install(2, vec![(key(1), Some(vec![10])), (key(3), Some(vec![3]))]);
+        v.install(undo(
+            2,
+            vec![(key(1), Some(vec![10])), (key(3), Some(vec![3]))],
+        ));
         v.advance(head(2), Chain::default());
         assert_eq!(v.resolve(0, &key(1), Some(vec![11])), None);
         assert_eq!(v.resolve(0, &key(2), None), Some(vec![2]));
@@ -257,7 +247,7 @@ mod tests {
     #[test]
     fn a_log_being_published_is_kept_without_pins() {
         let v = Versions::new(head(4), Chain::default());
-        v.install(5, vec![(key(1), Some(vec![1]))]);
+        v.install(undo(5, vec![(key(1), Some(vec![1]))]));
         let base = v.pin();
         v.unpin(base.seqno);
         // The head is still 4: a session may yet begin there.
