@@ -135,7 +135,7 @@ impl Undo {
     }
 
     /// The old value of `key`, if this commit changed it.
-    pub(super) fn get(&self, key: &KeyPath) -> Option<Option<&[u8]>> {
+    fn get(&self, key: &KeyPath) -> Option<Option<&[u8]>> {
         let p = self.prefix(key);
         let (from, to) = (self.index[p] as usize, self.index[p + 1] as usize);
         let i = from + self.keys[from..to].binary_search(key).ok()?;
@@ -144,7 +144,7 @@ impl Undo {
 
     /// The keys in `from..to` (no `to`: to the last key) with their old
     /// values, in key order.
-    pub(super) fn range<'a>(
+    fn range<'a>(
         &'a self,
         from: &KeyPath,
         to: Option<&KeyPath>,
@@ -268,6 +268,32 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The old value of `key` in the oldest of `undos` (oldest first) that names
+/// it: its value before them all, if any of them changed it.
+pub(crate) fn first_named<'a>(
+    undos: impl IntoIterator<Item = &'a Arc<Undo>>,
+    key: &KeyPath,
+) -> Option<Option<&'a [u8]>> {
+    undos.into_iter().find_map(|undo| undo.get(key))
+}
+
+/// [`first_named`] for every key in `from..to` (no `to`: to the last key)
+/// that `wanted` accepts and any of `undos` names.
+pub(crate) fn oldest_values<'a>(
+    undos: impl IntoIterator<Item = &'a Arc<Undo>>,
+    from: &KeyPath,
+    to: Option<&KeyPath>,
+    wanted: impl Fn(&KeyPath) -> bool,
+) -> BTreeMap<KeyPath, Option<Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for undo in undos {
+        for (key, value) in undo.range(from, to).filter(|(key, _)| wanted(key)) {
+            out.entry(*key).or_insert_with(|| value.map(<[u8]>::to_vec));
+        }
+    }
+    out
+}
+
 /// The retained undos, oldest first; shared, so a reader keeps the chain it
 /// began with while commits go on.
 #[derive(Clone, Default)]
@@ -338,7 +364,7 @@ impl Chain {
     /// The value of `key` `depth` commits back, if a commit since changed
     /// it; `None`: it is the same as at the head.
     pub(crate) fn changed_value(&self, depth: usize, key: &KeyPath) -> Option<Option<&[u8]>> {
-        self.newest(depth).iter().find_map(|undo| undo.get(key))
+        first_named(self.newest(depth), key)
     }
 
     /// The writes that take the head back `depth` commits: every key the
@@ -349,16 +375,9 @@ impl Chain {
         depth: usize,
         wanted: impl Fn(&KeyPath) -> bool,
     ) -> KeyedValues {
-        let mut out = BTreeMap::new();
-        for undo in self.newest(depth) {
-            for (i, key) in undo.keys.iter().enumerate() {
-                if wanted(key) {
-                    out.entry(*key)
-                        .or_insert_with(|| undo.value(i).map(<[u8]>::to_vec));
-                }
-            }
-        }
-        out.into_iter().collect()
+        oldest_values(self.newest(depth), &[0; 32], None, wanted)
+            .into_iter()
+            .collect()
     }
 
     /// The top pages (levels up to [`KEPT_PAGE_LEVEL`]) that differ `depth`

@@ -25,7 +25,7 @@ use parking_lot::RwLock;
 
 use std::sync::Arc;
 
-use super::history::{Chain, Undo};
+use super::history::{self, Chain, Undo};
 use crate::trie::{KeyPath, Node};
 
 /// The newest commit readers can see: where new sessions start.
@@ -144,12 +144,10 @@ impl Versions {
     ) -> Option<Vec<u8>> {
         let state = self.state.read();
         let newer = state.logs.partition_point(|log| log.seqno <= base);
-        for log in state.logs.range(newer..) {
-            if let Some(old) = log.get(key) {
-                return old.map(<[u8]>::to_vec);
-            }
+        match history::first_named(state.logs.range(newer..), key) {
+            Some(old) => old.map(<[u8]>::to_vec),
+            None => current,
         }
-        current
     }
 
     /// The values at commit `base` of the keys in `from..to` (no `to`: to the
@@ -164,14 +162,7 @@ impl Versions {
     ) -> BTreeMap<KeyPath, Option<Vec<u8>>> {
         let state = self.state.read();
         let newer = state.logs.partition_point(|log| log.seqno <= base);
-        let mut out = BTreeMap::new();
-        for log in state.logs.range(newer..) {
-            for (key, value) in log.range(from, to) {
-                // The first log after the base to name a key has its value at the base.
-                out.entry(*key).or_insert_with(|| value.map(<[u8]>::to_vec));
-            }
-        }
-        out
+        history::oldest_values(state.logs.range(newer..), from, to, |_| true)
     }
 
     pub(crate) fn retained(&self) -> Retained {
