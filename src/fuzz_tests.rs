@@ -37,13 +37,14 @@ fn build(dir: &std::path::Path) {
             p.set_node(3, &[round as u8 + 1; 32]);
             (id, Some(p))
         });
-        let mut pplan = pages
+        let mut pplan = pages.begin_plan(seqno);
+        pages
             .plan(
                 &store,
+                &mut pplan,
                 page_changes
                     .map(|(id, p)| (id, p.map(std::sync::Arc::new)))
                     .collect(),
-                seqno,
             )
             .unwrap();
         let mut batch = Batch::new([round as u8; 32], store.meta().lengths);

@@ -29,23 +29,34 @@ pub(crate) use unwritten::Unwritten;
 pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
 use worker::{Old, Pos, Updated, Worker};
 
+/// Page changes: `Some` stores a page, `None` deletes it.
+pub(crate) type PageChanges = Vec<(PageId, Option<Arc<Page>>)>;
+
+/// Takes page changes as soon as a part of the trie is done with them, so
+/// that they can be written while the rest is computed. Called from the
+/// workers' threads; the parts are disjoint.
+pub(crate) type PageSink<'s> = dyn Fn(PageChanges) -> Result<(), Error> + Sync + 's;
+
 /// What a commit does to the trie.
 pub(crate) struct TrieUpdate {
     pub(crate) root: Node,
-    /// Pages to store (`Some`) or delete (`None`).
-    pub(crate) pages: Vec<(PageId, Option<Arc<Page>>)>,
+    /// Pages to store or delete, those not handed to a sink.
+    pub(crate) pages: PageChanges,
     /// The proof of `keys` against the previous root.
     pub(crate) proof: MultiProof,
 }
 
 /// Applies `changes` (sorted, each key once) to the committed trie with root
-/// `prev_root`, proving `keys` (sorted, distinct) against it, on `workers` threads.
+/// `prev_root`, proving `keys` (sorted, distinct) against it, on `workers`
+/// threads. With a `sink`, the workers hand it each root child's page changes
+/// as they finish it.
 pub(crate) fn update_trie(
     tree: Tree<'_>,
     prev_root: &Node,
     changes: &[Change],
     keys: &[KeyPath],
     workers: usize,
+    sink: Option<&PageSink<'_>>,
 ) -> Result<TrieUpdate, Error> {
     let old = match tree.page(&PageId::ROOT)? {
         Some(page) => Old::Page(page),
@@ -67,7 +78,7 @@ pub(crate) fn update_trie(
     let mut main = Worker::new(tree);
     if let Old::Page(page) = &old {
         if workers > 1 {
-            run_children(tree, page, changes, keys, workers, &mut main)?;
+            run_children(tree, page, changes, keys, workers, sink, &mut main)?;
         }
     }
     let mut proof = MultiProof::default();
@@ -102,6 +113,7 @@ fn run_children(
     changes: &[Change],
     keys: &[KeyPath],
     workers: usize,
+    sink: Option<&PageSink<'_>>,
     main: &mut Worker<'_>,
 ) -> Result<(), Error> {
     let jobs: Vec<Job> = (0..64u8)
@@ -130,6 +142,11 @@ fn run_children(
                     let mut done = Vec::new();
                     while let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
                         done.push(run_job(&mut worker, root, job)?);
+                        if let Some(sink) = sink {
+                            if !worker.pages.is_empty() {
+                                sink(std::mem::take(&mut worker.pages))?;
+                            }
+                        }
                     }
                     Ok((done, worker.pages))
                 })

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::history::{self, Chain, Undo, KEPT_PAGE_LEVEL};
 use super::metrics::CommitTimers;
@@ -16,14 +16,23 @@ use super::overlay::Base;
 use super::prefetch::Hint;
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
-use crate::commit::{update_trie, Change, Tree, Unwritten};
+use crate::commit::{update_trie, Change, PageChanges, PageSink, Tree, Unwritten};
+use crate::page_store::PagePlan;
 use crate::store::{Batch, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
-use crate::trie::{hash_value, KeyPath, Node};
+use crate::trie::{hash_value, KeyPath, Node, TERMINATOR};
 use crate::value_store::ValuePlan;
 use crate::Error;
+
+/// A commit's batch being assembled under the writer lock: the stores'
+/// plans, and the batch to which they stage their writes, started as staged.
+pub(super) struct Building {
+    values: ValuePlan,
+    pages: PagePlan,
+    batch: Batch,
+}
 
 /// A session's trie update on its base, not yet written.
 pub(crate) struct Prepared {
@@ -102,11 +111,10 @@ impl Shared {
         prove: bool,
     ) -> Result<CommitOutput, Error> {
         let (_writer, head) = self.writer_at(base)?;
-        // The buckets go to the disk while the trie is updated.
-        let values = self.plan_values(head.seqno + 1, &writes)?;
+        let building = Mutex::new(self.begin_batch(head.seqno + 1, &writes)?);
         let workers = self.options.commit_workers;
-        let prepared = self.prepare(head, writes, reads, prove, None, workers)?;
-        self.apply(prepared, Some(values))
+        let prepared = self.prepare(head, writes, reads, prove, None, workers, Some(&building))?;
+        self.apply(prepared, Some(building.into_inner()))
     }
 
     /// [`Shared::prepare`] on `base` under the writer lock.
@@ -126,6 +134,7 @@ impl Shared {
             prove,
             base.unwritten.as_ref(),
             workers,
+            None,
         )
     }
 
@@ -175,6 +184,7 @@ impl Shared {
             &[],
             &keys,
             self.options.commit_workers,
+            None,
         )?;
         Ok(trie.proof)
     }
@@ -194,7 +204,10 @@ impl Shared {
 
     /// The trie update of `writes` on `head` (the stores' state under
     /// `unwritten`) on `workers` threads, with the witness of `reads` and the
-    /// written keys if `prove`. The caller holds the writer lock.
+    /// written keys if `prove`. With `building`, the page changes go to its
+    /// batch, and to the disk, as the workers finish them. The caller holds
+    /// the writer lock.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prepare(
         &self,
         head: Head,
@@ -203,6 +216,7 @@ impl Shared {
         prove: bool,
         unwritten: Option<&Unwritten>,
         workers: usize,
+        building: Option<&Mutex<Building>>,
     ) -> Result<Prepared, Error> {
         for (_, value) in &writes {
             if let Some(v) = value {
@@ -222,8 +236,16 @@ impl Shared {
         } else {
             reads.clear();
         }
+        let sink = |pages: PageChanges| -> Result<(), Error> {
+            match building {
+                Some(building) => self.add_pages(&mut building.lock(), pages),
+                None => Err(Error::Internal("page changes streamed to no batch")),
+            }
+        };
+        let sink: Option<&PageSink<'_>> = building.map(|_| &sink as &PageSink<'_>);
         let started = self.clock();
-        let trie = update_trie(self.tree(unwritten), &head.root, &changes, &reads, workers)?;
+        let tree = self.tree(unwritten);
+        let trie = update_trie(tree, &head.root, &changes, &reads, workers, sink)?;
         CommitTimers::add(&self.timers.trie_ns, started);
         Ok(Prepared {
             base: head,
@@ -239,23 +261,38 @@ impl Shared {
         })
     }
 
-    /// Plans commit `seqno`'s values and starts writing their blocks. The
-    /// caller holds the writer lock.
-    pub(super) fn plan_values(&self, seqno: u64, writes: &KeyedValues) -> Result<ValuePlan, Error> {
+    /// Starts commit `seqno`'s batch: plans its values and starts writing
+    /// their blocks, so the disk works while the trie is updated. The caller
+    /// holds the writer lock.
+    pub(super) fn begin_batch(&self, seqno: u64, writes: &KeyedValues) -> Result<Building, Error> {
         let started = self.clock();
-        let mut plan = self.values.plan(&self.store, writes, seqno)?;
-        plan.start_writes(&self.store)?;
+        let mut values = self.values.plan(&self.store, writes, seqno)?;
+        // The root is set once known.
+        let mut batch = Batch::new(TERMINATOR, self.store.meta().lengths);
+        values.stage(&mut batch);
+        self.store.write_early(&mut batch)?;
         CommitTimers::add(&self.timers.plan_ns, started);
-        Ok(plan)
+        Ok(Building {
+            values,
+            pages: self.pages.begin_plan(seqno),
+            batch,
+        })
     }
 
-    /// Plans both stores (the values unless `values` already did), commits
-    /// one batch and publishes it. The caller holds the writer lock and has
-    /// checked `prepared`'s base is the head.
+    /// Plans `pages` into `building` and starts writing them.
+    fn add_pages(&self, building: &mut Building, pages: PageChanges) -> Result<(), Error> {
+        self.pages.plan(&self.store, &mut building.pages, pages)?;
+        building.pages.stage(&mut building.batch);
+        self.store.write_early(&mut building.batch)
+    }
+
+    /// Finishes the batch (begun unless `building` was) with `prepared`'s
+    /// remaining page changes, commits it and publishes it. The caller holds
+    /// the writer lock and has checked `prepared`'s base is the head.
     pub(super) fn apply(
         &self,
         prepared: Prepared,
-        values: Option<ValuePlan>,
+        building: Option<Building>,
     ) -> Result<CommitOutput, Error> {
         let Prepared {
             base,
@@ -267,22 +304,34 @@ impl Shared {
             step,
         } = prepared;
         let seqno = base.seqno + 1;
-        let mut value_plan = match values {
-            Some(plan) => plan,
-            None => self.plan_values(seqno, &writes)?,
+        let mut building = match building {
+            Some(building) => building,
+            None => self.begin_batch(seqno, &writes)?,
         };
         let started = self.clock();
+        self.pages.plan(&self.store, &mut building.pages, pages)?;
+        let Building {
+            values: mut value_plan,
+            pages: mut page_plan,
+            mut batch,
+        } = building;
+        page_plan.stage(&mut batch);
+        batch.root = root;
         let previous = std::mem::take(&mut value_plan.previous);
         // The top pages as the commit finds them, for its undo: always
         // cached, and not yet replaced (the publish comes after).
         let mut old_pages = Vec::new();
         if self.options.history > 0 && matches!(step, Step::Keep) {
-            for (id, _) in pages.iter().filter(|(id, _)| id.level() <= KEPT_PAGE_LEVEL) {
-                old_pages.push((*id, self.pages.get(&self.store, id)?));
+            let mut kept: Vec<PageId> = page_plan
+                .changed()
+                .filter(|id| id.level() <= KEPT_PAGE_LEVEL)
+                .copied()
+                .collect();
+            kept.sort_unstable();
+            for id in kept {
+                old_pages.push((id, self.pages.get(&self.store, &id)?));
             }
         }
-        let mut page_plan = self.pages.plan(&self.store, pages, seqno)?;
-        let mut batch = Batch::new(root, self.store.meta().lengths);
         // One undo for the sessions' snapshots and the history.
         let undo = Arc::new(Undo::new(seqno, base.root, root, &previous, old_pages)?);
         drop(previous);
@@ -298,8 +347,6 @@ impl Shared {
                 chain.popped(depth)
             }
         };
-        value_plan.stage(&mut batch);
-        page_plan.stage(&mut batch);
         CommitTimers::add(&self.timers.plan_ns, started);
 
         // A plan that is not committed changed nothing: dropping it is enough.

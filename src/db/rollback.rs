@@ -4,6 +4,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use super::commit_order::Step;
 use super::history::{Chain, KEPT_PAGE_LEVEL};
 use super::prefetch::Hint;
@@ -127,16 +129,24 @@ impl Shared {
         let target = chain.roots(&head.root)[commits];
         let writes = chain.writes_back(commits, |_| true);
         self.load_for(&writes, true);
-        let values = self.plan_values(head.seqno + 1, &writes)?;
+        let building = Mutex::new(self.begin_batch(head.seqno + 1, &writes)?);
         let workers = self.unloaded_workers();
-        let mut prepared = self.prepare(head, writes, Vec::new(), false, None, workers)?;
+        let mut prepared = self.prepare(
+            head,
+            writes,
+            Vec::new(),
+            false,
+            None,
+            workers,
+            Some(&building),
+        )?;
         if prepared.root != target {
             return Err(Error::Internal(
                 "the history does not lead to a retained root",
             ));
         }
         prepared.step = Step::Rollback(commits);
-        Ok(self.apply(prepared, Some(values))?.root)
+        Ok(self.apply(prepared, Some(building.into_inner()))?.root)
     }
 
     /// The proof of `keys` (sorted, each once) at `root`, recomputed from the
@@ -221,7 +231,7 @@ impl Shared {
         }
         self.load_for(&changes, false);
         let workers = self.unloaded_workers();
-        let trie = update_trie(self.tree(None), &head.root, &changes, &[], workers)?;
+        let trie = update_trie(self.tree(None), &head.root, &changes, &[], workers, None)?;
         for (id, page) in trie.pages {
             if keep(&id) {
                 back.pages.insert(id, page);

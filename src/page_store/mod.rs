@@ -16,7 +16,7 @@ mod index;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -36,10 +36,11 @@ use crate::Error;
 /// Blocks read per batch when scanning the file at open.
 const SCAN_BATCH: usize = 1024;
 
-/// Changes to pages, to be committed together.
+/// Changes to pages, to be committed together; planned in parts, each of
+/// whose writes may start before the next part is known.
 pub(crate) struct PagePlan {
     seqno: u64,
-    /// The blocks to commit.
+    /// The blocks to commit, not yet staged.
     writes: Vec<BlockWrite>,
     /// Pages written: id and new slot. Their blocks go to the write, and
     /// come back from it for the cache.
@@ -47,21 +48,34 @@ pub(crate) struct PagePlan {
     /// Slots the commit stops using: id and old slot of every page it
     /// replaces or deletes.
     freed: Vec<(PageId, u32)>,
+    /// How many of `freed` are staged.
+    freed_staged: usize,
+    /// Every page planned: a page changes at most once per commit.
+    changed: HashSet<PageId>,
     /// The pages file's slots after the plan's allocations (before its frees).
     space: SlotSpace,
-    /// Each written page's catalog note: its id.
+    /// Each written page's catalog note: its id, not yet staged.
     notes: Notes,
 }
 
 impl PagePlan {
-    /// Adds the plan's writes, frees and file length to `batch`.
+    /// Moves the plan's writes and frees so far to `batch`, and sets the
+    /// pages file's length; may be called after each part.
     pub(crate) fn stage(&mut self, batch: &mut Batch) {
         batch.writes.append(&mut self.writes);
-        batch
-            .freed
-            .extend(self.freed.iter().map(|&(_, slot)| (Target::Pages, slot)));
+        batch.freed.extend(
+            self.freed[self.freed_staged..]
+                .iter()
+                .map(|&(_, slot)| (Target::Pages, slot)),
+        );
+        self.freed_staged = self.freed.len();
         batch.lengths[Target::Pages as usize] = self.space.length();
         batch.notes.append(&mut self.notes);
+    }
+
+    /// The pages the plan stores or deletes.
+    pub(crate) fn changed(&self) -> impl Iterator<Item = &PageId> {
+        self.changed.iter()
     }
 }
 
@@ -276,32 +290,42 @@ impl PageStore {
         }
     }
 
-    /// Plans commit `seqno`'s page changes: `Some(page)` stores or replaces a page,
-    /// `None` deletes one; a page changed twice keeps its last change. A page
-    /// written goes to a free slot and its old slot is freed. Nothing is
-    /// visible until [`PageStore::publish`].
+    /// An empty plan for commit `seqno`; [`PageStore::plan`] adds to it.
+    /// Nothing is visible until [`PageStore::publish`].
+    pub(crate) fn begin_plan(&self, seqno: u64) -> PagePlan {
+        PagePlan {
+            seqno,
+            writes: Vec::new(),
+            stored: Vec::new(),
+            freed: Vec::new(),
+            freed_staged: 0,
+            changed: HashSet::new(),
+            space: self.slots.read().space.clone(),
+            notes: Notes::default(),
+        }
+    }
+
+    /// Adds page changes to `plan`: `Some(page)` stores or replaces a page,
+    /// `None` deletes one. Within one call a page changed twice keeps its
+    /// last change; across calls a page may change only once. A page written
+    /// goes to a free slot and its old slot is freed.
     pub(crate) fn plan(
         &self,
         store: &Store,
+        plan: &mut PagePlan,
         changes: Vec<(PageId, Option<Arc<Page>>)>,
-        seqno: u64,
-    ) -> Result<PagePlan, Error> {
+    ) -> Result<(), Error> {
         let mut last = HashMap::with_capacity(changes.len());
         for (i, (id, _)) in changes.iter().enumerate() {
             last.insert(*id, i);
         }
         let slots = self.slots.read();
-        let mut plan = PagePlan {
-            seqno,
-            writes: Vec::new(),
-            stored: Vec::new(),
-            freed: Vec::new(),
-            space: slots.space.clone(),
-            notes: Notes::default(),
-        };
         for (i, (id, change)) in changes.into_iter().enumerate() {
             if last[&id] != i {
                 continue;
+            }
+            if !plan.changed.insert(id) {
+                return Err(Error::Internal("a page changed twice in one commit"));
             }
             if let Some(old) = self.slot_of(store, &slots, &id)? {
                 plan.freed.push((id, old));
@@ -320,7 +344,7 @@ impl PageStore {
                 plan.stored.push((id, slot));
             }
         }
-        Ok(plan)
+        Ok(())
     }
 
     /// Makes a committed plan visible; `written` is what the commit wrote to

@@ -3,7 +3,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::PageStore;
+use super::{PagePlan, PageStore};
 use crate::store::{Batch, Store, StoreConfig, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
@@ -30,12 +30,24 @@ fn commit(
     changes: Vec<(PageId, Option<Page>)>,
 ) -> Result<(), Error> {
     let seqno = store.meta().seqno + 1;
-    let mut plan = pages.plan(store, shared(changes), seqno)?;
+    let mut plan = plan_of(pages, store, changes, seqno)?;
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
     let mut written = store.commit(batch)?;
     pages.publish(plan, written.take(Target::Pages));
     Ok(())
+}
+
+/// `changes` planned in one part.
+fn plan_of(
+    pages: &PageStore,
+    store: &Store,
+    changes: Vec<(PageId, Option<Page>)>,
+    seqno: u64,
+) -> Result<PagePlan, Error> {
+    let mut plan = pages.begin_plan(seqno);
+    pages.plan(store, &mut plan, shared(changes))?;
+    Ok(plan)
 }
 
 fn open(dir: &Path, cache_pages: usize) -> (Store, PageStore) {
@@ -177,6 +189,53 @@ fn a_page_changed_twice_in_one_plan_keeps_the_last_change() {
 }
 
 #[test]
+fn a_plan_in_parts_with_writes_started_between_commits_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<PageId> = (0..60).map(page_id).collect();
+    let mut model = BTreeMap::new();
+    {
+        let (store, pages) = open(dir.path(), 10);
+        for round in 1..=4u8 {
+            let seqno = store.meta().seqno + 1;
+            let mut plan = pages.begin_plan(seqno);
+            let mut batch = Batch::new([0; 32], store.meta().lengths);
+            // Three parts; every third page is deleted from round 2 on.
+            for part in ids.chunks(20) {
+                let changes = part
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| (*id, (round < 2 || i % 3 != 0).then(|| page(id, round))))
+                    .collect();
+                pages.plan(&store, &mut plan, shared(changes)).unwrap();
+                plan.stage(&mut batch);
+                store.write_early(&mut batch).unwrap();
+            }
+            let mut written = store.commit(batch).unwrap();
+            pages.publish(plan, written.take(Target::Pages));
+            model = ids
+                .chunks(20)
+                .flat_map(|part| part.iter().enumerate())
+                .filter(|(i, _)| round < 2 || i % 3 != 0)
+                .map(|(_, id)| (*id, round))
+                .collect();
+            assert_matches(&store, &pages, &model, &ids);
+        }
+        // A page in two parts of one plan is refused.
+        let mut plan = pages.begin_plan(store.meta().seqno + 1);
+        let a = ids[1];
+        pages
+            .plan(&store, &mut plan, shared(vec![(a, Some(page(&a, 9)))]))
+            .unwrap();
+        assert!(matches!(
+            pages.plan(&store, &mut plan, shared(vec![(a, None)])),
+            Err(Error::Internal(_))
+        ));
+    }
+    let (store, pages) = open(dir.path(), 10);
+    assert_matches(&store, &pages, &model, &ids);
+}
+
+#[test]
 fn a_page_whose_stored_id_is_damaged_is_an_error_not_absent() {
     use std::os::unix::fs::FileExt;
     let dir = tempfile::tempdir().unwrap();
@@ -282,7 +341,7 @@ fn reads_during_commits_see_published_pages_only() {
         let churn = (0..50).map(|n| page_id(10_000 + (n + 50 * (round as u64 % 2)) * 4 + 3));
         changes.extend(churn.map(|id| (id, (round % 3 != 0).then(|| page(&id, round)))));
         let seqno = store.meta().seqno + 1;
-        let mut plan = pages.plan(&store, shared(changes), seqno).unwrap();
+        let mut plan = plan_of(&pages, &store, changes, seqno).unwrap();
         let mut batch = Batch::new([0; 32], store.meta().lengths);
         plan.stage(&mut batch);
         let mut written = store.commit(batch).unwrap();
@@ -349,9 +408,7 @@ fn a_plan_that_is_never_committed_frees_nothing() {
             .collect()
     };
     commit(&store, &pages, all(1)).unwrap();
-    let dropped = pages
-        .plan(&store, shared(all(2)), store.meta().seqno + 1)
-        .unwrap();
+    let dropped = plan_of(&pages, &store, all(2), store.meta().seqno + 1).unwrap();
     drop(dropped);
     // Had the dropped plan's frees taken effect, this commit's writes would
     // land on the durable pages: the store refuses that, and the pages read

@@ -119,22 +119,34 @@ pub(crate) struct Batch {
 /// for, and the slots they wrote stay free.
 pub(crate) struct Prewritten {
     places: Vec<(Target, u64)>,
-    pending: Option<Pending>,
+    /// One per [`Store::write_early`], in order.
+    pending: Vec<Pending>,
     /// Prewrites alive in the store: a commit may not run beside one it does
     /// not include, whose writes could land on blocks the commit uses.
     alive: Arc<AtomicUsize>,
 }
 
 impl Prewritten {
+    /// Waits for every write; the blocks come back in the order of `places`.
     fn wait(&mut self) -> Result<Vec<BlockBuf>, Error> {
-        self.pending.take().map_or(Ok(Vec::new()), Pending::wait)
+        let mut blocks = Vec::with_capacity(self.places.len());
+        let mut first_error = None;
+        for pending in std::mem::take(&mut self.pending) {
+            match pending.wait() {
+                Ok(b) => blocks.extend(b),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(blocks), Err)
     }
 }
 
 impl Drop for Prewritten {
     fn drop(&mut self) {
         // Waits for the writes first.
-        drop(self.pending.take());
+        self.pending.clear();
         self.alive.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -562,30 +574,33 @@ impl Store {
         }))
     }
 
-    /// Starts writing `writes` ahead of the commit that will name them, after
-    /// reserving room for files of `lengths`. Each must go to a slot the
-    /// durable state does not use; the commit takes them in [`Batch::early`].
-    /// Nothing is durable, or poisoned, by this alone.
-    pub(crate) fn prewrite(
-        &self,
-        mut writes: Vec<BlockWrite>,
-        lengths: &[u64; TARGETS],
-    ) -> Result<Prewritten, Error> {
+    /// Starts the writes staged in `batch` so far, ahead of its commit, so
+    /// the disk works while the rest of the commit is computed; they move to
+    /// [`Batch::early`], and later calls add to them. Each must go to a slot
+    /// the durable state does not use, inside `batch.lengths` (room for which
+    /// is reserved now). Nothing is durable, or poisoned, by this alone.
+    pub(crate) fn write_early(&self, batch: &mut Batch) -> Result<(), Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
+        let mut writes = std::mem::take(&mut batch.writes);
         keep_last_writes(&mut writes);
         let places = writes.iter().map(|w| (w.target, w.index));
-        validate(places, &[], lengths, &self.durable.read().map)?;
+        validate(places, &[], &batch.lengths, &self.durable.read().map)?;
         for t in Target::ALL {
-            self.targets[t as usize].reserve(lengths[t as usize])?;
+            self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
         let (places, pending) = self.start_writes(writes)?;
-        self.prewrites.fetch_add(1, Ordering::SeqCst);
-        Ok(Prewritten {
-            places,
-            pending: Some(pending),
-            alive: self.prewrites.clone(),
-        })
+        let early = batch.early.get_or_insert_with(|| {
+            self.prewrites.fetch_add(1, Ordering::SeqCst);
+            Prewritten {
+                places: Vec::new(),
+                pending: Vec::new(),
+                alive: self.prewrites.clone(),
+            }
+        });
+        early.places.extend(places);
+        early.pending.push(pending);
+        Ok(())
     }
 
     /// Submits `writes` in file order, so neighbours can merge.

@@ -291,14 +291,21 @@ fn early_writes_commit_like_late_ones_and_an_abandoned_one_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = faulty_store(dir.path(), 3);
     // Abandoned: its blocks land in free slots only, and are waited for.
-    let b = batch(4);
-    drop(store.prewrite(b.writes, &b.lengths).unwrap());
+    let mut b = batch(4);
+    store.write_early(&mut b).unwrap();
+    drop(b);
     assert_state(&store, 3);
     for k in 4..=20 {
+        // Early in up to three parts, then late ones.
         let mut b = batch(k);
-        let late = b.writes.split_off(b.writes.len() / 2);
-        let early = std::mem::replace(&mut b.writes, late);
-        b.early = Some(store.prewrite(early, &b.lengths).unwrap());
+        let mut rest = std::mem::take(&mut b.writes);
+        for part in 0..k % 4 {
+            let take = rest.len() / (4 - part as usize);
+            let tail = rest.split_off(take);
+            b.writes = std::mem::replace(&mut rest, tail);
+            store.write_early(&mut b).unwrap();
+        }
+        b.writes = rest;
         store.commit(b).unwrap();
         assert_state(&store, k);
     }
@@ -318,13 +325,15 @@ fn early_writes_are_refused_where_they_could_race() {
         index: first.index,
         block: stamp(99, first.target, first.index),
     };
-    b.early = Some(store.prewrite(vec![twin], &b.lengths).unwrap());
+    let late = std::mem::replace(&mut b.writes, vec![twin]);
+    store.write_early(&mut b).unwrap();
+    b.writes = late;
     assert!(matches!(store.commit(b), Err(Error::Internal(_))));
-    // A commit beside a prewrite it does not include.
-    let b = batch(4);
-    let pending = store.prewrite(b.writes, &b.lengths).unwrap();
+    // A commit beside early writes it does not include.
+    let mut b = batch(4);
+    store.write_early(&mut b).unwrap();
     assert!(matches!(store.commit(batch(4)), Err(Error::Internal(_))));
-    drop(pending);
+    drop(b);
     // A prewrite over a used slot, or shrinking a file under used slots.
     let used = store.used_slots(Target::Pages)[0];
     let over = BlockWrite {
@@ -332,14 +341,14 @@ fn early_writes_are_refused_where_they_could_race() {
         index: used,
         block: stamp(99, Target::Pages, used),
     };
-    assert!(matches!(
-        store.prewrite(vec![over], &lengths_after(4)),
-        Err(Error::Internal(_))
-    ));
-    assert!(matches!(
-        store.prewrite(Vec::new(), &[0; TARGETS]),
-        Err(Error::Internal(_))
-    ));
+    let mut b = batch(4);
+    b.writes = vec![over];
+    b.lengths = lengths_after(4);
+    assert!(matches!(store.write_early(&mut b), Err(Error::Internal(_))));
+    let mut b = batch(4);
+    b.writes.clear();
+    b.lengths = [0; TARGETS];
+    assert!(matches!(store.write_early(&mut b), Err(Error::Internal(_))));
     still_at_3_and_usable(store, dir.path());
 }
 

@@ -34,9 +34,7 @@ use overflow::Extents;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
-use crate::store::{
-    stored_slot, Batch, BlockWrite, Notes, Prewritten, Published, SlotSpace, Store, Target,
-};
+use crate::store::{stored_slot, Batch, BlockWrite, Notes, Published, SlotSpace, Store, Target};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
@@ -68,8 +66,6 @@ pub(crate) struct ValuePlan {
     seqno: u64,
     /// The blocks to commit.
     writes: Vec<BlockWrite>,
-    /// Or the writes, started ahead of the commit.
-    early: Option<Prewritten>,
     removed: Vec<KeyPath>,
     /// The new buckets' directory summaries: smallest key and summary.
     added: Vec<(KeyPath, BucketMeta)>,
@@ -434,7 +430,6 @@ impl ValueStore {
         let mut plan = ValuePlan {
             seqno,
             writes: Vec::new(),
-            early: None,
             removed: Vec::new(),
             added: Vec::new(),
             space: state.space.clone(),
@@ -582,31 +577,14 @@ fn scan(
 }
 
 impl ValuePlan {
-    /// Starts the plan's writes now, ahead of its commit, so the disk works
-    /// while the rest of the commit is computed.
-    pub(crate) fn start_writes(&mut self, store: &Store) -> Result<(), Error> {
-        let mut lengths = store.meta().lengths;
-        self.set_lengths(&mut lengths);
-        self.early = Some(store.prewrite(std::mem::take(&mut self.writes), &lengths)?);
-        Ok(())
-    }
-
-    fn set_lengths(&self, lengths: &mut [u64; crate::store::TARGETS]) {
-        lengths[Target::Buckets as usize] = self.space.length();
-        lengths[Target::Overflow as usize] = self.extents.len;
-    }
-
-    /// Adds the plan's writes (or those it started), frees and file lengths
-    /// to `batch`.
+    /// Moves the plan's writes to `batch`, with its frees and file lengths.
     pub(crate) fn stage(&mut self, batch: &mut Batch) {
         batch.writes.append(&mut self.writes);
-        if let Some(early) = self.early.take() {
-            batch.early = Some(early);
-        }
         batch
             .freed
             .extend(self.freed_slots.iter().map(|&slot| (Target::Buckets, slot)));
-        self.set_lengths(&mut batch.lengths);
+        batch.lengths[Target::Buckets as usize] = self.space.length();
+        batch.lengths[Target::Overflow as usize] = self.extents.len;
         batch.notes.append(&mut self.notes);
     }
 
