@@ -266,9 +266,11 @@ impl Shared {
     /// holds the writer lock.
     pub(super) fn begin_batch(&self, seqno: u64, writes: &KeyedValues) -> Result<Building, Error> {
         let started = self.clock();
-        let mut values = self.values.plan(&self.store, writes, seqno)?;
         // The root is set once known.
         let mut batch = Batch::new(TERMINATOR, self.store.meta().lengths);
+        let mut values = self
+            .values
+            .plan(&self.store, writes, seqno, Some(&mut batch))?;
         values.stage(&mut batch);
         self.store.write_early(&mut batch)?;
         CommitTimers::add(&self.timers.plan_ns, started);

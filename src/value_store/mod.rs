@@ -61,6 +61,9 @@ fn check_value_len(len: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Blocks a plan that streams its writes starts at a time.
+const WRITE_CHUNK: usize = 2048;
+
 /// Changes to values, to be committed together.
 pub(crate) struct ValuePlan {
     seqno: u64,
@@ -73,6 +76,8 @@ pub(crate) struct ValuePlan {
     space: SlotSpace,
     /// Slots of the buckets this plan replaces: reusable only by later commits.
     freed_slots: Vec<u32>,
+    /// How many of `freed_slots` are staged.
+    freed_staged: usize,
     /// Each new bucket's catalog note.
     notes: Notes,
     extents: Extents,
@@ -415,12 +420,16 @@ impl ValueStore {
     }
 
     /// Plans commit `seqno`'s changes (sorted by key, each key once; `None`
-    /// deletes). Nothing changes until [`ValueStore::publish`].
+    /// deletes). With `batch`, the plan is staged into it as it grows, and
+    /// its writes start every [`WRITE_CHUNK`] blocks, so the disk works while
+    /// the rest is planned; the caller stages the rest. Nothing changes until
+    /// [`ValueStore::publish`].
     pub(crate) fn plan(
         &self,
         store: &Store,
         changes: &[(KeyPath, Option<Vec<u8>>)],
         seqno: u64,
+        mut batch: Option<&mut Batch>,
     ) -> Result<ValuePlan, Error> {
         crate::trie::check_strictly_sorted(changes.iter().map(|(k, _)| k))?;
         for (_, value) in changes {
@@ -434,6 +443,7 @@ impl ValueStore {
             added: Vec::new(),
             space: state.space.clone(),
             freed_slots: Vec::new(),
+            freed_staged: 0,
             notes: Notes::default(),
             extents: state.extents.clone(),
             released: Vec::new(),
@@ -496,6 +506,12 @@ impl ValueStore {
                 .map(|(min, _)| *min);
             if !run.is_small() || run.last.is_none() {
                 plan.flush(&mut run, store, &state.dir, next_changed)?;
+            }
+            if let Some(batch) = batch.as_deref_mut() {
+                if plan.writes.len() >= WRITE_CHUNK {
+                    plan.stage(batch);
+                    store.write_early(batch)?;
+                }
             }
             i = j;
         }
@@ -577,12 +593,16 @@ fn scan(
 }
 
 impl ValuePlan {
-    /// Moves the plan's writes to `batch`, with its frees and file lengths.
+    /// Moves the plan's writes and frees so far to `batch`, and sets the
+    /// files' lengths; may be called again as the plan grows.
     pub(crate) fn stage(&mut self, batch: &mut Batch) {
         batch.writes.append(&mut self.writes);
-        batch
-            .freed
-            .extend(self.freed_slots.iter().map(|&slot| (Target::Buckets, slot)));
+        batch.freed.extend(
+            self.freed_slots[self.freed_staged..]
+                .iter()
+                .map(|&slot| (Target::Buckets, slot)),
+        );
+        self.freed_staged = self.freed_slots.len();
         batch.lengths[Target::Buckets as usize] = self.space.length();
         batch.lengths[Target::Overflow as usize] = self.extents.len;
         batch.notes.append(&mut self.notes);

@@ -447,7 +447,9 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
     assert_eq!(values.get(&store, &key(2)).unwrap(), None);
     assert_eq!(reads(&store), before);
     faults.writes_left.store(0, Ordering::SeqCst);
-    let mut plan = values.plan(&store, &[(key(3), Some(vec![3]))], 2).unwrap();
+    let mut plan = values
+        .plan(&store, &[(key(3), Some(vec![3]))], 2, None)
+        .unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
     assert!(store.commit(batch).is_err());
