@@ -319,7 +319,7 @@ fn workloads(
                     "root": hex(&s.root),
                     "workload_ms": ms(s.total),
                     "commit_and_prove_ms": ms(s.commit_and_prove),
-                    "finish_ms": ms(s.finish),
+                    "finish_ms": s.finish.map(ms),
                     "mean_read_ns": mean_ns(s.read_time, s.reads),
                     "ssd_reads": s.ssd_reads,
                     "account_updates": s.account_updates,
@@ -403,7 +403,11 @@ fn summary(args: &Args, run: &Run) -> Value {
         "p99_workload_ms": pct(0.99),
         "mean_read_ns": mean_ns(runs.iter().map(|r| r.read_time).sum(), sum(&|r| r.reads)),
         "mean_commit_and_prove_ms": mean_ms(&|r| r.commit_and_prove),
-        "mean_finish_ms": mean_ms(&|r| r.finish),
+        "mean_finish_ms": runs
+            .iter()
+            .map(|r| r.finish.map(ms))
+            .sum::<Option<f64>>()
+            .map(|total| total / n),
         "mean_trie_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[0]))),
         "mean_plan_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[1]))),
         "mean_write_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[2]))),

@@ -160,7 +160,7 @@ pub fn run_workload(
     Ok(WorkloadStats {
         total,
         commit_and_prove,
-        finish,
+        finish: Some(finish),
         read_time,
         reads,
         account_updates,

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pagetrie::{Db, Error, Finished, ImportProgress, Metrics, Options, Overlay};
+use pagetrie::{Db, Error, Finished, ImportProgress, Metrics, Options, Overlay, Session};
 
 /// The key of account `id`.
 pub fn account_key(id: u64) -> [u8; 32] {
@@ -135,8 +135,11 @@ pub struct WorkloadStats {
     /// Begin session to durable commit.
     pub total: Duration,
     pub commit_and_prove: Duration,
-    /// The part of `commit_and_prove` before durability: root and witness.
-    pub finish: Duration,
+    /// The part of `commit_and_prove` before durability: root and witness;
+    /// `None` where the engine computes them in the same call that makes
+    /// the commit durable (pagetrie's `commit_and_prove`, which overlaps the
+    /// writes with the trie update).
+    pub finish: Option<Duration>,
     /// Sum and count of `Session::read` latencies.
     pub read_time: Duration,
     pub reads: u64,
@@ -288,24 +291,27 @@ pub fn run_workload(
     accounts: &mut Accounts,
     config: &Config,
 ) -> Result<WorkloadStats, Error> {
-    let (mut stats, finished, before, os_before) = execute(db, None, accounts, config)?;
+    let (mut stats, session, before, os_before) = execute(db, None, accounts, config)?;
     let commit_start = Instant::now();
-    finished.commit()?;
-    stats.commit_and_prove = stats.finish + commit_start.elapsed();
-    stats.total += commit_start.elapsed();
+    let output = session.commit_and_prove()?;
+    stats.commit_and_prove = commit_start.elapsed();
+    stats.total += stats.commit_and_prove;
+    stats.witness_bytes = output.witness.encoded_len() as u64;
+    stats.account_updates = output.witness.writes.len() as u64;
+    stats.root = output.root;
     account(db, &before, os_before, &mut stats);
     Ok(stats)
 }
 
 /// Plans a workload's transfers and executes them in a session on `parent`
-/// (the database if `None`), then finishes it; returns its figures so far,
-/// with the metrics and OS counters from before it.
+/// (the database if `None`); returns the session with its figures so far,
+/// and the metrics and OS counters from before it.
 fn execute(
     db: &Db,
     parent: Option<&Overlay>,
     accounts: &mut Accounts,
     config: &Config,
-) -> Result<(WorkloadStats, Finished, Metrics, (u64, u64)), Error> {
+) -> Result<(WorkloadStats, Session, Metrics, (u64, u64)), Error> {
     let transfers = plan_transfers(accounts, config)?;
     let before = db.metrics();
     let os_before = os_io_bytes();
@@ -323,19 +329,27 @@ fn execute(
             |k, v| session.write(k, Some(v)),
         )
     })?;
-    let mut stats = WorkloadStats {
+    let stats = WorkloadStats {
         read_time,
         reads,
+        total: start.elapsed(),
         ..WorkloadStats::default()
     };
+    Ok((stats, session, before, os_before))
+}
+
+/// Finishes `session` (root and witness, nothing durable yet), adding the
+/// time and the witness to `stats`.
+fn finish(session: Session, stats: &mut WorkloadStats) -> Result<Finished, Error> {
     let finish_start = Instant::now();
     let finished = session.finish()?;
-    stats.finish = finish_start.elapsed();
-    stats.total = start.elapsed();
+    let took = finish_start.elapsed();
+    stats.finish = Some(took);
+    stats.total += took;
     stats.witness_bytes = finished.witness().encoded_len() as u64;
     stats.account_updates = finished.witness().writes.len() as u64;
     stats.root = finished.root();
-    Ok((stats, finished, before, os_before))
+    Ok(finished)
 }
 
 /// Adds the disk and cache figures since `before` and `os_before` to `stats`.
@@ -367,11 +381,12 @@ impl Pipeline {
         config: &Config,
     ) -> Result<WorkloadStats, Error> {
         let start = Instant::now();
-        let (mut stats, finished, before, os_before) =
+        let (mut stats, session, before, os_before) =
             execute(db, self.parent.as_ref(), accounts, config)?;
+        let finished = finish(session, &mut stats)?;
         let overlay = finished.into_overlay();
         let previous = self.wait()?;
-        stats.commit_and_prove = stats.finish + previous;
+        stats.commit_and_prove = stats.finish.unwrap_or_default() + previous;
         let committing = overlay.clone();
         self.committing = Some(std::thread::spawn(move || {
             let started = Instant::now();
