@@ -31,7 +31,7 @@ fn build(dir: &std::path::Path) {
             .collect::<std::collections::BTreeMap<_, _>>()
             .into_iter()
             .collect();
-        let mut vplan = values.plan(&store, &changes, seqno, None).unwrap();
+        let mut vplan = values.plan(&store, &changes, seqno, |_| Ok(())).unwrap();
         let page_changes = page_ids().into_iter().map(|id| {
             let mut p = Page::new(&id);
             p.set_node(3, &[round as u8 + 1; 32]);

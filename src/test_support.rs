@@ -38,7 +38,7 @@ pub(crate) fn commit_values(
     before_publish: impl FnOnce(),
 ) {
     let seqno = store.meta().seqno + 1;
-    let mut plan = values.plan(store, changes, seqno, None).unwrap();
+    let mut plan = values.plan(store, changes, seqno, |_| Ok(())).unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
     let mut written = store.commit(batch).unwrap();

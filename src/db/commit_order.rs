@@ -16,7 +16,7 @@ use super::overlay::Base;
 use super::prefetch::Hint;
 use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Shared};
-use crate::commit::{update_trie, Change, PageChanges, PageSink, Tree, Unwritten};
+use crate::commit::{update_trie, Change, PageChanges, PageSink, Tree, TrieUpdate, Unwritten};
 use crate::page_store::PagePlan;
 use crate::store::{Batch, Target};
 use crate::trie::page::Page;
@@ -30,6 +30,12 @@ use crate::Error;
 /// plans, and the batch to which they stage their writes, started as staged.
 pub(super) struct Building {
     values: ValuePlan,
+    staging: Staging,
+}
+
+/// The part of a [`Building`] both the value planner and the trie's workers
+/// stage into, from their threads.
+pub(super) struct Staging {
     pages: PagePlan,
     batch: Batch,
 }
@@ -55,7 +61,29 @@ pub(super) enum Step {
     Rollback(usize),
 }
 
+/// A trie update with the changes it applied.
+struct Updated {
+    trie: TrieUpdate,
+    changes: Vec<Change>,
+}
+
 impl Prepared {
+    fn new(base: Head, writes: KeyedValues, updated: Updated, prove: bool) -> Prepared {
+        let Updated { trie, changes } = updated;
+        Prepared {
+            base,
+            root: trie.root,
+            writes,
+            pages: trie.pages,
+            witness: Witness {
+                proof: trie.proof,
+                writes: changes,
+            },
+            prove,
+            step: Step::Keep,
+        }
+    }
+
     /// The root it was computed on.
     pub(crate) fn prev_root(&self) -> Node {
         self.base.root
@@ -111,10 +139,43 @@ impl Shared {
         prove: bool,
     ) -> Result<CommitOutput, Error> {
         let (_writer, head) = self.writer_at(base)?;
-        let building = Mutex::new(self.begin_batch(head.seqno + 1, &writes)?);
         let workers = self.options.commit_workers;
-        let prepared = self.prepare(head, writes, reads, prove, None, workers, Some(&building))?;
-        self.apply(prepared, Some(building.into_inner()))
+        let (prepared, building) = self.prepare_and_plan(head, writes, reads, prove, workers)?;
+        self.apply(prepared, Some(building))
+    }
+
+    /// [`Shared::prepare`] with the commit's batch: the values are planned on
+    /// another thread meanwhile, and both stores' blocks start to be written
+    /// as they are planned. The caller holds the writer lock.
+    pub(super) fn prepare_and_plan(
+        &self,
+        head: Head,
+        writes: KeyedValues,
+        reads: Vec<KeyPath>,
+        prove: bool,
+        workers: usize,
+    ) -> Result<(Prepared, Building), Error> {
+        let seqno = head.seqno + 1;
+        let staging = Mutex::new(self.begin_staging(seqno));
+        let (trie, values) = std::thread::scope(|s| {
+            let planner = std::thread::Builder::new()
+                .name("pagetrie-plan".into())
+                .spawn_scoped(s, || self.plan_values(seqno, &writes, &staging));
+            let trie = self.update(head, &writes, reads, prove, None, workers, Some(&staging));
+            let values = match planner {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(e) => Err(Error::io("starting", "the value planner", e)),
+            };
+            (trie, values)
+        });
+        let prepared = Prepared::new(head, writes, trie?, prove);
+        let building = Building {
+            values: values?,
+            staging: staging.into_inner(),
+        };
+        Ok((prepared, building))
     }
 
     /// [`Shared::prepare`] on `base` under the writer lock.
@@ -134,7 +195,6 @@ impl Shared {
             prove,
             base.unwritten.as_ref(),
             workers,
-            None,
         )
     }
 
@@ -204,21 +264,35 @@ impl Shared {
 
     /// The trie update of `writes` on `head` (the stores' state under
     /// `unwritten`) on `workers` threads, with the witness of `reads` and the
-    /// written keys if `prove`. With `building`, the page changes go to its
-    /// batch, and to the disk, as the workers finish them. The caller holds
-    /// the writer lock.
-    #[allow(clippy::too_many_arguments)]
+    /// written keys if `prove`. The caller holds the writer lock.
     pub(super) fn prepare(
         &self,
         head: Head,
         writes: KeyedValues,
+        reads: Vec<KeyPath>,
+        prove: bool,
+        unwritten: Option<&Unwritten>,
+        workers: usize,
+    ) -> Result<Prepared, Error> {
+        let trie = self.update(head, &writes, reads, prove, unwritten, workers, None)?;
+        Ok(Prepared::new(head, writes, trie, prove))
+    }
+
+    /// [`Shared::prepare`]'s trie update and witness. With `staging`, the
+    /// page changes go to its batch, and to the disk, as the workers finish
+    /// them.
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &self,
+        head: Head,
+        writes: &KeyedValues,
         mut reads: Vec<KeyPath>,
         prove: bool,
         unwritten: Option<&Unwritten>,
         workers: usize,
-        building: Option<&Mutex<Building>>,
-    ) -> Result<Prepared, Error> {
-        for (_, value) in &writes {
+        staging: Option<&Mutex<Staging>>,
+    ) -> Result<Updated, Error> {
+        for (_, value) in writes {
             if let Some(v) = value {
                 if v.len() as u64 > crate::MAX_VALUE_LEN {
                     return Err(Error::ValueTooLarge(v.len()));
@@ -237,55 +311,56 @@ impl Shared {
             reads.clear();
         }
         let sink = |pages: PageChanges| -> Result<(), Error> {
-            match building {
-                Some(building) => self.add_pages(&mut building.lock(), pages),
+            match staging {
+                Some(staging) => self.add_pages(&mut staging.lock(), pages),
                 None => Err(Error::Internal("page changes streamed to no batch")),
             }
         };
-        let sink: Option<&PageSink<'_>> = building.map(|_| &sink as &PageSink<'_>);
+        let sink: Option<&PageSink<'_>> = staging.map(|_| &sink as &PageSink<'_>);
         let started = self.clock();
         let tree = self.tree(unwritten);
         let trie = update_trie(tree, &head.root, &changes, &reads, workers, sink)?;
         CommitTimers::add(&self.timers.trie_ns, started);
-        Ok(Prepared {
-            base: head,
-            root: trie.root,
-            writes,
-            pages: trie.pages,
-            witness: Witness {
-                proof: trie.proof,
-                writes: changes,
-            },
-            prove,
-            step: Step::Keep,
-        })
+        Ok(Updated { trie, changes })
     }
 
-    /// Starts commit `seqno`'s batch: plans its values and starts writing
-    /// their blocks, so the disk works while the trie is updated. The caller
-    /// holds the writer lock.
-    pub(super) fn begin_batch(&self, seqno: u64, writes: &KeyedValues) -> Result<Building, Error> {
-        let started = self.clock();
-        // The root is set once known.
-        let mut batch = Batch::new(TERMINATOR, self.store.meta().lengths);
-        let mut values = self
-            .values
-            .plan(&self.store, writes, seqno, Some(&mut batch))?;
-        values.stage(&mut batch);
-        self.store.write_early(&mut batch)?;
-        CommitTimers::add(&self.timers.plan_ns, started);
-        Ok(Building {
-            values,
+    /// An empty batch for commit `seqno`, with its page plan.
+    fn begin_staging(&self, seqno: u64) -> Staging {
+        Staging {
             pages: self.pages.begin_plan(seqno),
-            batch,
-        })
+            // The root is set once known.
+            batch: Batch::new(TERMINATOR, self.store.meta().lengths),
+        }
     }
 
-    /// Plans `pages` into `building` and starts writing them.
-    fn add_pages(&self, building: &mut Building, pages: PageChanges) -> Result<(), Error> {
-        self.pages.plan(&self.store, &mut building.pages, pages)?;
-        building.pages.stage(&mut building.batch);
-        self.store.write_early(&mut building.batch)
+    /// Plans commit `seqno`'s values, staging them into `staging` and
+    /// starting their writes as the plan goes. The caller holds the writer
+    /// lock.
+    fn plan_values(
+        &self,
+        seqno: u64,
+        writes: &KeyedValues,
+        staging: &Mutex<Staging>,
+    ) -> Result<ValuePlan, Error> {
+        let started = self.clock();
+        let early = |plan: &mut ValuePlan| {
+            let batch = &mut staging.lock().batch;
+            plan.stage(batch);
+            self.store.write_early(batch)
+        };
+        let mut values = self.values.plan(&self.store, writes, seqno, early)?;
+        let batch = &mut staging.lock().batch;
+        values.stage(batch);
+        self.store.write_early(batch)?;
+        CommitTimers::add(&self.timers.plan_ns, started);
+        Ok(values)
+    }
+
+    /// Plans `pages` into `staging` and starts writing them.
+    fn add_pages(&self, staging: &mut Staging, pages: PageChanges) -> Result<(), Error> {
+        self.pages.plan(&self.store, &mut staging.pages, pages)?;
+        staging.pages.stage(&mut staging.batch);
+        self.store.write_early(&mut staging.batch)
     }
 
     /// Finishes the batch (begun unless `building` was) with `prepared`'s
@@ -306,17 +381,27 @@ impl Shared {
             step,
         } = prepared;
         let seqno = base.seqno + 1;
-        let mut building = match building {
+        let building = match building {
             Some(building) => building,
-            None => self.begin_batch(seqno, &writes)?,
+            None => {
+                let staging = Mutex::new(self.begin_staging(seqno));
+                let values = self.plan_values(seqno, &writes, &staging)?;
+                Building {
+                    values,
+                    staging: staging.into_inner(),
+                }
+            }
         };
         let started = self.clock();
-        self.pages.plan(&self.store, &mut building.pages, pages)?;
         let Building {
             values: mut value_plan,
-            pages: mut page_plan,
-            mut batch,
+            staging:
+                Staging {
+                    pages: mut page_plan,
+                    mut batch,
+                },
         } = building;
+        self.pages.plan(&self.store, &mut page_plan, pages)?;
         page_plan.stage(&mut batch);
         batch.root = root;
         let previous = std::mem::take(&mut value_plan.previous);

@@ -38,6 +38,8 @@ pub struct Metrics {
     /// Total time updating the trie and building witnesses (zero with metrics off).
     pub commit_trie_ns: u64,
     /// Total time planning the stores' block writes (zero with metrics off).
+    /// In [`crate::Session::commit_and_prove`] the value plan runs on its own
+    /// thread beside the trie update, so this and `commit_trie_ns` overlap.
     pub commit_plan_ns: u64,
     /// Total time in the durable write: the blocks, the slot map, the meta
     /// record and their syncs (zero with metrics off).

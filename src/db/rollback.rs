@@ -4,8 +4,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use super::commit_order::Step;
 use super::history::{Chain, KEPT_PAGE_LEVEL};
 use super::prefetch::Hint;
@@ -129,24 +127,16 @@ impl Shared {
         let target = chain.roots(&head.root)[commits];
         let writes = chain.writes_back(commits, |_| true);
         self.load_for(&writes, true);
-        let building = Mutex::new(self.begin_batch(head.seqno + 1, &writes)?);
         let workers = self.unloaded_workers();
-        let mut prepared = self.prepare(
-            head,
-            writes,
-            Vec::new(),
-            false,
-            None,
-            workers,
-            Some(&building),
-        )?;
+        let (mut prepared, building) =
+            self.prepare_and_plan(head, writes, Vec::new(), false, workers)?;
         if prepared.root != target {
             return Err(Error::Internal(
                 "the history does not lead to a retained root",
             ));
         }
         prepared.step = Step::Rollback(commits);
-        Ok(self.apply(prepared, Some(building.into_inner()))?.root)
+        Ok(self.apply(prepared, Some(building))?.root)
     }
 
     /// The proof of `keys` (sorted, each once) at `root`, recomputed from the

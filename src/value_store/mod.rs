@@ -420,16 +420,15 @@ impl ValueStore {
     }
 
     /// Plans commit `seqno`'s changes (sorted by key, each key once; `None`
-    /// deletes). With `batch`, the plan is staged into it as it grows, and
-    /// its writes start every [`WRITE_CHUNK`] blocks, so the disk works while
-    /// the rest is planned; the caller stages the rest. Nothing changes until
-    /// [`ValueStore::publish`].
+    /// deletes). Every [`WRITE_CHUNK`] blocks planned, `early` may stage the
+    /// plan so far and start its writes, so the disk works while the rest is
+    /// planned. Nothing changes until [`ValueStore::publish`].
     pub(crate) fn plan(
         &self,
         store: &Store,
         changes: &[(KeyPath, Option<Vec<u8>>)],
         seqno: u64,
-        mut batch: Option<&mut Batch>,
+        mut early: impl FnMut(&mut ValuePlan) -> Result<(), Error>,
     ) -> Result<ValuePlan, Error> {
         crate::trie::check_strictly_sorted(changes.iter().map(|(k, _)| k))?;
         for (_, value) in changes {
@@ -507,11 +506,8 @@ impl ValueStore {
             if !run.is_small() || run.last.is_none() {
                 plan.flush(&mut run, store, &state.dir, next_changed)?;
             }
-            if let Some(batch) = batch.as_deref_mut() {
-                if plan.writes.len() >= WRITE_CHUNK {
-                    plan.stage(batch);
-                    store.write_early(batch)?;
-                }
+            if plan.writes.len() >= WRITE_CHUNK {
+                early(&mut plan)?;
             }
             i = j;
         }

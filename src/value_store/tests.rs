@@ -448,7 +448,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
     assert_eq!(reads(&store), before);
     faults.writes_left.store(0, Ordering::SeqCst);
     let mut plan = values
-        .plan(&store, &[(key(3), Some(vec![3]))], 2, None)
+        .plan(&store, &[(key(3), Some(vec![3]))], 2, |_| Ok(()))
         .unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
