@@ -584,8 +584,8 @@ impl Store {
         self.check_usable()?;
         let mut writes = std::mem::take(&mut batch.writes);
         keep_last_writes(&mut writes);
-        let places = writes.iter().map(|w| (w.target, w.index));
-        validate(places, &[], &batch.lengths, &self.durable.read().map)?;
+        let places: Vec<(Target, u64)> = writes.iter().map(|w| (w.target, w.index)).collect();
+        check_writes(&places, &batch.lengths, &self.durable.read().map)?;
         for t in Target::ALL {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
@@ -657,7 +657,7 @@ impl Store {
         let (prev, map, record) = {
             let durable = self.durable.read();
             let map = validate(
-                places.iter().copied(),
+                &places,
                 &batch.freed,
                 &batch.lengths,
                 &durable.map,
@@ -841,14 +841,12 @@ fn keep_last_writes(writes: &mut Vec<BlockWrite>) {
 /// written twice (both in flight, either could land last), or a free of a slot
 /// not in use.
 fn validate(
-    places: impl Iterator<Item = (Target, u64)>,
+    places: &[(Target, u64)],
     freed: &[(Target, u32)],
     lengths: &[u64; TARGETS],
     map: &SlotMap,
 ) -> Result<SlotMap, Error> {
-    if map.past(lengths) {
-        return Err(Error::Internal("a commit shrinks a file under used slots"));
-    }
+    check_writes(places, lengths, map)?;
     let mut after = map.clone();
     for &(target, slot) in freed {
         if !map.is_used(target, slot as u64) {
@@ -856,8 +854,24 @@ fn validate(
         }
         after.set(target, slot as u64, false);
     }
-    let mut seen = std::collections::HashSet::new();
-    for (target, index) in places {
+    for &(target, index) in places {
+        after.set(target, index, true);
+    }
+    Ok(after)
+}
+
+/// [`validate`]'s checks of the writes alone, which early writes pass before
+/// they start.
+fn check_writes(
+    places: &[(Target, u64)],
+    lengths: &[u64; TARGETS],
+    map: &SlotMap,
+) -> Result<(), Error> {
+    if map.past(lengths) {
+        return Err(Error::Internal("a commit shrinks a file under used slots"));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(places.len());
+    for &(target, index) in places {
         if index >= lengths[target as usize] {
             return Err(Error::Internal(
                 "a commit writes past the lengths it declares",
@@ -869,9 +883,8 @@ fn validate(
         if !seen.insert((target, index)) {
             return Err(Error::Internal("a commit writes a block twice at once"));
         }
-        after.set(target, index, true);
     }
-    Ok(after)
+    Ok(())
 }
 
 /// Writes `blocks` to `file` from block `first` on.

@@ -61,6 +61,14 @@ impl SlotMap {
     }
 
     /// The used slots of `target`, ascending.
+    /// The highest used slot of `target`, found from the end: a commit's
+    /// checks run this for every part of its writes.
+    fn last_used(&self, target: Target) -> Option<u64> {
+        let t = which(target)?;
+        let (i, &w) = self.words[t].iter().enumerate().rev().find(|(_, &w)| w != 0)?;
+        Some(i as u64 * 64 + 63 - w.leading_zeros() as u64)
+    }
+
     pub(crate) fn used(&self, target: Target) -> Vec<u64> {
         let Some(t) = which(target) else {
             return Vec::new();
@@ -84,9 +92,8 @@ impl SlotMap {
     /// Whether a slot at or past its file's length is marked used.
     pub(crate) fn past(&self, lengths: &[u64; TARGETS]) -> bool {
         SLOTTED.iter().any(|&t| {
-            self.used(t)
-                .last()
-                .is_some_and(|&s| s >= lengths[t as usize])
+            self.last_used(t)
+                .is_some_and(|s| s >= lengths[t as usize])
         })
     }
 }
