@@ -350,26 +350,56 @@ impl PageStore {
     /// Makes a committed plan visible; `written` is what the commit wrote to
     /// the pages file, by slot, ascending.
     pub(crate) fn publish(&self, mut plan: PagePlan, written: Vec<(u32, BlockBuf)>) {
-        let mut slots = self.slots.write();
-        slots.space = plan.space;
-        // Every replaced or deleted page leaves the cache; the new versions
-        // come back from the write.
-        for (id, slot) in &plan.freed {
-            slots.index.remove(id, *slot);
-            self.cache.remove(id);
-        }
+        // Each stored page with its block, by id, to meet the freed ones.
         plan.stored.sort_unstable_by_key(|&(_, slot)| slot);
         let mut written = written.into_iter().peekable();
-        for (id, slot) in plan.stored {
-            slots.index.insert(&id, slot);
-            while written.next_if(|(s, _)| *s < slot).is_some() {}
-            if let Some((_, block)) = written.next_if(|(s, _)| *s == slot) {
-                self.cache.insert(id, Arc::new(Page::from_block(block)));
+        let mut stored: Vec<(PageId, u32, Option<BlockBuf>)> = plan
+            .stored
+            .iter()
+            .map(|&(id, slot)| {
+                while written.next_if(|(s, _)| *s < slot).is_some() {}
+                (id, slot, written.next_if(|(s, _)| *s == slot).map(|w| w.1))
+            })
+            .collect();
+        stored.sort_unstable_by_key(|s| s.0);
+        plan.freed.sort_unstable_by_key(|f| f.0);
+        let mut slots = self.slots.write();
+        slots.space = plan.space;
+        // A replaced page moves in the index and is overwritten in the cache
+        // (the new version comes back from the write); a deleted one leaves both.
+        let mut stored = stored.into_iter().peekable();
+        for &(id, old) in &plan.freed {
+            while let Some((new_id, slot, block)) = stored.next_if(|s| s.0 < id) {
+                slots.index.insert(&new_id, slot);
+                self.cache_written(new_id, block);
             }
+            match stored.next_if(|s| s.0 == id) {
+                Some((_, slot, block)) => {
+                    slots.index.replace(&id, old, slot);
+                    self.cache_written(id, block);
+                }
+                None => {
+                    slots.index.remove(&id, old);
+                    self.cache.remove(&id);
+                }
+            }
+        }
+        for (id, slot, block) in stored {
+            slots.index.insert(&id, slot);
+            self.cache_written(id, block);
         }
         let freed = plan.freed.into_iter().map(|(_, slot)| slot).collect();
         slots.space.release(plan.seqno, freed);
         slots.published.publish();
+    }
+
+    /// Caches a page's new version from its written block; without one,
+    /// drops the old version.
+    fn cache_written(&self, id: PageId, block: Option<BlockBuf>) {
+        match block {
+            Some(block) => self.cache.insert(id, Arc::new(Page::from_block(block))),
+            None => self.cache.remove(&id),
+        }
     }
 
     /// The slot of page `id`, if stored. A fingerprint shared with another

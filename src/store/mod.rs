@@ -656,12 +656,7 @@ impl Store {
             .collect();
         let (prev, map, record) = {
             let durable = self.durable.read();
-            let map = validate(
-                &places,
-                &batch.freed,
-                &batch.lengths,
-                &durable.map,
-            )?;
+            let map = validate(&places, &batch.freed, &batch.lengths, &durable.map)?;
             let seqno = durable.meta.seqno + 1;
             let record = catalog::record(seqno, &batch.notes, &places, &durable.map, &map)?;
             (durable.meta, map, record)

@@ -65,7 +65,11 @@ impl SlotMap {
     /// checks run this for every part of its writes.
     fn last_used(&self, target: Target) -> Option<u64> {
         let t = which(target)?;
-        let (i, &w) = self.words[t].iter().enumerate().rev().find(|(_, &w)| w != 0)?;
+        let (i, &w) = self.words[t]
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, &w)| w != 0)?;
         Some(i as u64 * 64 + 63 - w.leading_zeros() as u64)
     }
 
@@ -91,10 +95,9 @@ impl SlotMap {
 
     /// Whether a slot at or past its file's length is marked used.
     pub(crate) fn past(&self, lengths: &[u64; TARGETS]) -> bool {
-        SLOTTED.iter().any(|&t| {
-            self.last_used(t)
-                .is_some_and(|s| s >= lengths[t as usize])
-        })
+        SLOTTED
+            .iter()
+            .any(|&t| self.last_used(t).is_some_and(|s| s >= lengths[t as usize]))
     }
 }
 

@@ -147,10 +147,13 @@ impl Directory {
         (min.unwrap_or_default(), BucketMeta { slot, fingerprints })
     }
 
-    /// Adds a bucket summarized by [`Directory::summarize`].
+    /// Adds a bucket summarized by [`Directory::summarize`], in place of the
+    /// one with the same smallest key if there is one.
     pub(super) fn insert_summary(&mut self, min: KeyPath, meta: BucketMeta) {
         self.entries += meta.fingerprints.len();
-        self.map.insert(min, meta);
+        if let Some(old) = self.map.insert(min, meta) {
+            self.entries -= old.fingerprints.len();
+        }
     }
 
     /// Appends to `out` the catalog note of a bucket: its smallest key, its
