@@ -449,11 +449,13 @@ impl ValueStore {
             previous: Vec::with_capacity(changes.len()),
             previous_overflow: Vec::new(),
         };
-        // Every bucket with changes, read at once.
-        let mut touched: Vec<u32> = changes
+        // Each change's bucket (smallest key and slot), looked up once.
+        let homes: Vec<Option<(KeyPath, u32)>> = changes
             .iter()
-            .filter_map(|(k, _)| state.dir.bucket_of(k).map(|(_, meta)| meta.slot))
+            .map(|(k, _)| state.dir.bucket_of(k).map(|(min, meta)| (*min, meta.slot)))
             .collect();
+        // Every bucket with changes, read at once.
+        let mut touched: Vec<u32> = homes.iter().flatten().map(|&(_, slot)| slot).collect();
         touched.dedup();
         let blocks = self.read_buckets(store, &touched)?;
         let mut read = std::collections::HashMap::with_capacity(touched.len());
@@ -475,14 +477,9 @@ impl ValueStore {
         let mut i = 0;
         while i < changes.len() {
             // The changes that fall in one bucket (or in the empty store).
-            let bucket = state
-                .dir
-                .bucket_of(&changes[i].0)
-                .map(|(min, meta)| (*min, meta.slot));
+            let bucket = homes[i];
             let mut j = i + 1;
-            while j < changes.len()
-                && state.dir.bucket_of(&changes[j].0).map(|(min, _)| *min) == bucket.map(|b| b.0)
-            {
+            while j < changes.len() && homes[j].map(|h| h.0) == bucket.map(|b| b.0) {
                 j += 1;
             }
             if let (Some(last), Some((min, _))) = (run.last, bucket) {
@@ -499,10 +496,7 @@ impl ValueStore {
                 run.take(min, slot);
             }
             plan.merge(&mut old, &changes[i..j], &mut run.entries);
-            let next_changed = changes
-                .get(j)
-                .and_then(|(k, _)| state.dir.bucket_of(k))
-                .map(|(min, _)| *min);
+            let next_changed = homes.get(j).copied().flatten().map(|(min, _)| min);
             if !run.is_small() || run.last.is_none() {
                 plan.flush(&mut run, store, &state.dir, next_changed)?;
             }
