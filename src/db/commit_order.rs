@@ -449,7 +449,7 @@ impl Shared {
         let keep_from = chain.keep_from(seqno + 1);
         self.versions.advance(Head { seqno, root }, chain);
         CommitTimers::add(&self.timers.write_ns, started);
-        self.store.maybe_fold();
+        self.fold_later();
         if self.options.history > 0 {
             self.store.trim_history(keep_from);
         }

@@ -66,7 +66,7 @@ use crate::Error;
 /// ```
 pub struct Db {
     shared: Arc<Shared>,
-    /// The page fetcher and the cache warmer.
+    /// The page fetcher, the cache warmer and the catalog folder.
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -85,6 +85,8 @@ pub(crate) struct Shared {
     timers: CommitTimers,
     /// Keys whose pages and bucket to load; `None` once the Db is dropped.
     prefetch: RwLock<Option<Sender<prefetch::Hints>>>,
+    /// Wakes the folder thread after a commit; `None` once the Db is dropped.
+    folds: RwLock<Option<Sender<()>>>,
 }
 
 impl Db {
@@ -104,6 +106,7 @@ impl Db {
         let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE)?;
         let opened_from_catalog = store.finish_open();
         let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
+        let (folds_tx, folds_rx) = crossbeam_channel::bounded(1);
         let meta = store.meta();
         let records = store.take_history();
         let chain = match options.history {
@@ -130,12 +133,14 @@ impl Db {
             opened_from_catalog,
             timers: CommitTimers::default(),
             prefetch: RwLock::new(Some(keys_tx)),
+            folds: RwLock::new(Some(folds_tx)),
         });
         let fetcher = prefetch::start(Arc::downgrade(&shared), keys_rx)?;
         let warmer = prefetch::start_warming(Arc::downgrade(&shared))?;
+        let folder = start_folding(Arc::downgrade(&shared), folds_rx)?;
         Ok(Db {
             shared,
-            threads: vec![fetcher, warmer],
+            threads: vec![fetcher, warmer, folder],
         })
     }
 
@@ -250,10 +255,12 @@ impl Db {
 }
 
 impl Drop for Db {
-    /// Stops the fetcher and the warmer before the files close, so that the
+    /// Stops the fetcher, the warmer and the folder before the files close, so that the
     /// directory is free to reopen once the Db and its sessions are gone.
     fn drop(&mut self) {
         self.shared.prefetch.write().take();
+        // A fold asked for still runs, then the folder stops.
+        self.shared.folds.write().take();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -284,6 +291,47 @@ impl Shared {
     fn send_hints(&self, hints: prefetch::Hints) {
         if let Some(keys) = self.prefetch.read().as_ref() {
             let _ = keys.send(hints);
+        }
+    }
+}
+
+/// Starts the thread that folds the catalog's log into a new snapshot when it
+/// has grown enough, off the committing thread: a fold (about half a second
+/// at 2^24 accounts) then overlaps the next block's execution. It holds the
+/// store's commit lock as a fold on the committing thread did, so a commit
+/// that comes first waits for it. It stops when the Db closes.
+fn start_folding(
+    shared: std::sync::Weak<Shared>,
+    folds: crossbeam_channel::Receiver<()>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("pagetrie-fold".into())
+        .spawn(move || {
+            for () in folds.iter() {
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                shared.store.maybe_fold();
+            }
+        })
+}
+
+impl Shared {
+    /// Asks the folder thread to fold the catalog if it is due. With
+    /// injected faults the fold runs here instead, so that a test's faults
+    /// land on the same operations in every run.
+    fn fold_later(&self) {
+        #[cfg(any(test, feature = "fault-injection"))]
+        if self.options.faults.is_some() {
+            self.store.maybe_fold();
+            return;
+        }
+        match self.folds.read().as_ref() {
+            // Full: a fold is already asked for.
+            Some(folds) => {
+                let _ = folds.try_send(());
+            }
+            None => self.store.maybe_fold(),
         }
     }
 }

@@ -208,6 +208,28 @@ fn open_after_a_crash_reads_the_catalog_whatever_write_the_crash_cut() {
 }
 
 #[test]
+fn catalog_folds_off_the_committing_thread_keep_every_commit() {
+    // Tests fold at a few blocks of log, so the folder thread folds every
+    // commit or two while the next commits wait for it.
+    let models = models(30);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    for n in 1..=30 {
+        commit(&db, n).unwrap();
+        assert_state(&db, &models[n as usize]);
+    }
+    drop(db);
+    // Each commit appends at least a block of log: folds emptied it.
+    let log = std::fs::metadata(dir.path().join("catalog.log"))
+        .unwrap()
+        .len();
+    assert!(log < 10 * 4096, "the log was not folded: {log} bytes");
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    assert!(db.metrics().opened_from_catalog);
+    assert_state(&db, &models[30]);
+}
+
+#[test]
 fn a_damaged_or_missing_catalog_costs_a_scan_never_the_state() {
     let models = models(9);
     for damage in [
