@@ -104,7 +104,7 @@ pub(crate) struct Batch {
     pub(crate) freed: Vec<(Target, u32)>,
     /// Each target file's length in blocks after the commit.
     pub(crate) lengths: [u64; TARGETS],
-    /// Writes started before the batch was complete ([`Store::prewrite`]).
+    /// Writes started before the batch was complete ([`Store::write_early`]).
     pub(crate) early: Option<Prewritten>,
     /// The catalog note of each page and bucket written, so open can index
     /// them without reading them.

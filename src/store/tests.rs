@@ -334,7 +334,7 @@ fn early_writes_are_refused_where_they_could_race() {
     store.write_early(&mut b).unwrap();
     assert!(matches!(store.commit(batch(4)), Err(Error::Internal(_))));
     drop(b);
-    // A prewrite over a used slot, or shrinking a file under used slots.
+    // Early writes over a used slot, or shrinking a file under used slots.
     let used = store.used_slots(Target::Pages)[0];
     let over = BlockWrite {
         target: Target::Pages,
