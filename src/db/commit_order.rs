@@ -449,10 +449,11 @@ impl Shared {
         let keep_from = chain.keep_from(seqno + 1);
         self.versions.advance(Head { seqno, root }, chain);
         CommitTimers::add(&self.timers.write_ns, started);
-        self.fold_later();
         if self.options.history > 0 {
             self.store.trim_history(keep_from);
         }
+        // Last: the fold takes the store's commit lock, which the trim needs.
+        self.fold_later();
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
         if prove {
             self.timers

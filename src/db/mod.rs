@@ -318,20 +318,26 @@ fn start_folding(
 
 impl Shared {
     /// Asks the folder thread to fold the catalog if it is due. With
-    /// injected faults the fold runs here instead, so that a test's faults
-    /// land on the same operations in every run.
+    /// injected faults the fold runs here instead, so that an injected fault
+    /// or power loss cuts a commit or the fold right after it, never a fold
+    /// beside a later commit, as the fault tests reason.
     fn fold_later(&self) {
         #[cfg(any(test, feature = "fault-injection"))]
         if self.options.faults.is_some() {
             self.store.maybe_fold();
             return;
         }
-        match self.folds.read().as_ref() {
+        let asked = match self.folds.read().as_ref() {
             // Full: a fold is already asked for.
-            Some(folds) => {
-                let _ = folds.try_send(());
-            }
-            None => self.store.maybe_fold(),
+            Some(folds) => !matches!(
+                folds.try_send(()),
+                Err(crossbeam_channel::TrySendError::Disconnected(()))
+            ),
+            None => false,
+        };
+        // Closed, or the folder is gone: fold here.
+        if !asked {
+            self.store.maybe_fold();
         }
     }
 }

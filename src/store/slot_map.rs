@@ -60,7 +60,6 @@ impl SlotMap {
         }
     }
 
-    /// The used slots of `target`, ascending.
     /// The highest used slot of `target`, found from the end: a commit's
     /// checks run this for every part of its writes.
     fn last_used(&self, target: Target) -> Option<u64> {
@@ -73,6 +72,7 @@ impl SlotMap {
         Some(i as u64 * 64 + 63 - w.leading_zeros() as u64)
     }
 
+    /// The used slots of `target`, ascending.
     pub(crate) fn used(&self, target: Target) -> Vec<u64> {
         let Some(t) = which(target) else {
             return Vec::new();
