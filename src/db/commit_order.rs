@@ -310,13 +310,9 @@ impl Shared {
         } else {
             reads.clear();
         }
-        let sink = |pages: PageChanges| -> Result<(), Error> {
-            match staging {
-                Some(staging) => self.add_pages(&mut staging.lock(), pages),
-                None => Err(Error::Internal("page changes streamed to no batch")),
-            }
-        };
-        let sink: Option<&PageSink<'_>> = staging.map(|_| &sink as &PageSink<'_>);
+        let sink = staging
+            .map(|staging| move |pages: PageChanges| self.add_pages(&mut staging.lock(), pages));
+        let sink = sink.as_ref().map(|s| s as &PageSink<'_>);
         let started = self.clock();
         let tree = self.tree(unwritten);
         let trie = update_trie(tree, &head.root, &changes, &reads, workers, sink)?;
