@@ -92,3 +92,56 @@ impl<K, V> Clock<K, V> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_entry_outlives_an_unread_one() {
+        let cache = ClockCache::new(3);
+        for k in 0..3u32 {
+            cache.insert(k, k * 10);
+        }
+        assert_eq!(cache.get(&0), Some(0));
+        cache.insert(3, 30);
+        // 0 was read: the hand passes it and takes 1.
+        assert!(cache.contains(&0) && !cache.contains(&1));
+        assert_eq!(cache.get(&3), Some(30));
+        cache.insert(1, 11);
+        assert_eq!(cache.get(&1), Some(11));
+        assert_eq!((0..4).filter(|k| cache.contains(k)).count(), 3);
+    }
+
+    /// Against a model: the cache never holds more than its capacity, and
+    /// what it answers is the latest value inserted for the key.
+    #[test]
+    fn removes_and_overwrites_keep_the_latest_value() {
+        let cache = ClockCache::new(70);
+        let mut latest = std::collections::HashMap::new();
+        let mut x = 0x9e37_79b9_u64;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = (x % 150) as u32;
+            match x >> 60 {
+                0..=2 => {
+                    cache.remove(&key);
+                    latest.remove(&key);
+                }
+                3..=9 => {
+                    cache.insert(key, step);
+                    latest.insert(key, step);
+                }
+                _ => {
+                    if let Some(v) = cache.get(&key) {
+                        assert_eq!(Some(&v), latest.get(&key), "step {step}");
+                    }
+                }
+            }
+            let clock = cache.inner.lock();
+            assert!(clock.slots.len() <= 70 && clock.where_is.len() == clock.slots.len());
+        }
+    }
+}

@@ -39,6 +39,7 @@ const WRITE_BATCH: usize = 256;
 /// Notes for slots, in the order added. An empty note says the slot's block
 /// has none: open cannot use the catalog while that slot is used.
 #[derive(Default)]
+#[cfg_attr(test, derive(Clone))]
 pub(crate) struct Notes {
     buf: Vec<u8>,
 }
@@ -137,8 +138,11 @@ pub(super) struct Recent {
     /// The commit the snapshot describes.
     pub(super) base: u64,
     /// The payloads of commits `base + 1` on, in order; `None` once too
-    /// large (a fold then reads the log).
-    pub(super) payloads: Option<Vec<u8>>,
+    /// large (a fold then reads the log). Each is kept as `record` made it:
+    /// appending them to one buffer cost the commit a copy and fresh pages.
+    pub(super) payloads: Option<Vec<Vec<u8>>>,
+    /// Their bytes.
+    pub(super) len: usize,
 }
 
 impl Recent {
@@ -146,25 +150,20 @@ impl Recent {
     pub(super) fn restart(&mut self, base: u64) {
         self.base = base;
         self.payloads = Some(Vec::new());
+        self.len = 0;
     }
 
-    /// Adds the record of the next commit (its blocks, as `record` made them).
-    pub(super) fn push(&mut self, record: &[BlockBuf]) {
+    /// Adds the payload of the next commit's record.
+    pub(super) fn push(&mut self, payload: Vec<u8>) {
         let Some(payloads) = &mut self.payloads else {
             return;
         };
-        let len = framing::payload_len(&record[0]);
-        if payloads.len() + len > RECENT_MAX {
+        if self.len + payload.len() > RECENT_MAX {
             self.payloads = None;
             return;
         }
-        let mut left = len;
-        for (i, block) in record.iter().enumerate() {
-            let from = if i == 0 { framing::HEADER } else { 0 };
-            let take = left.min(BLOCK_SIZE - from);
-            payloads.extend_from_slice(&block.0[from..from + take]);
-            left -= take;
-        }
+        self.len += payload.len();
+        payloads.push(payload);
     }
 
     /// The catalog of `durable`: the snapshot read back, with these records
@@ -176,7 +175,10 @@ impl Recent {
         if base != self.base {
             return None;
         }
-        bytes.extend_from_slice(payloads);
+        bytes.reserve(self.len);
+        for payload in payloads {
+            bytes.extend_from_slice(payload);
+        }
         fold(bytes, durable, map)
     }
 }
@@ -257,10 +259,11 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
     if last != durable.seqno {
         return None;
     }
+    let len = bytes.len() - snapshot_len;
     let recent = Recent {
         base,
-        payloads: (bytes.len() - snapshot_len <= RECENT_MAX)
-            .then(|| bytes[snapshot_len..].to_vec()),
+        payloads: (len <= RECENT_MAX).then(|| vec![bytes[snapshot_len..].to_vec()]),
+        len,
     };
     let catalog = fold(bytes, durable, map)?;
     Some((
@@ -339,18 +342,18 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// The record of commit `seqno`, in blocks: the batch's `notes`, plus an
-/// empty note for each slot of `pages` and `buckets` it writes without one
-/// (of `written`), so no older note outlives its block. A note for a slot
-/// the commit does not write (one used in its map `after` and not in the
-/// durable `before`), or two for one slot, is a bug above.
+/// The record of commit `seqno`, in blocks, and its payload: the batch's
+/// `notes`, plus an empty note for each slot of `pages` and `buckets` it
+/// writes without one (of `written`), so no older note outlives its block. A
+/// note for a slot the commit does not write (one used in its map `after`
+/// and not in the durable `before`), or two for one slot, is a bug above.
 pub(super) fn record(
     seqno: u64,
-    notes: &Notes,
+    notes: Notes,
     written: &[(Target, u64)],
     before: &SlotMap,
     after: &SlotMap,
-) -> Result<Vec<BlockBuf>, Error> {
+) -> Result<(Vec<BlockBuf>, Vec<u8>), Error> {
     let mut noted = SlotMap::default();
     for entry in notes.entries() {
         let (_, target, slot, _) =
@@ -369,14 +372,13 @@ pub(super) fn record(
     let unnoted = written
         .iter()
         .filter(|&&(t, slot)| SLOTTED.contains(&t) && !noted.is_used(t, slot));
-    let mut payload = Notes {
-        buf: notes.buf.clone(),
-    };
+    let mut payload = notes;
     for &(target, slot) in unnoted {
         let slot = u32::try_from(slot).map_err(|_| Error::Internal("a slot past u32"))?;
         payload.add(target, slot, |_| {});
     }
-    Ok(framing::frame(RECORD_MAGIC, seqno, &payload.buf))
+    let blocks = framing::frame(RECORD_MAGIC, seqno, &payload.buf);
+    Ok((blocks, payload.buf))
 }
 
 /// Where a snapshot's notes come from.
@@ -512,7 +514,13 @@ mod tests {
         for &(t, s) in written {
             after.set(t, s, true);
         }
-        record(seqno, notes, written, &SlotMap::default(), &after)
+        let (blocks, bytes) = record(seqno, notes.clone(), written, &SlotMap::default(), &after)?;
+        assert_eq!(
+            payload(&blocks, seqno),
+            bytes,
+            "the payload kept in RAM is the one logged"
+        );
+        Ok(blocks)
     }
 
     /// The payload of a record as it lies in the log.

@@ -11,23 +11,35 @@ use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 pub(super) const HEADER: usize = 32;
 
 /// `payload` as the record of commit `seqno` in a log of `magic`, in blocks.
+/// Written straight into the blocks: a commit's catalog record is megabytes,
+/// and every copy of it was on the commit's critical path.
 pub(super) fn frame(magic: &[u8; 8], seqno: u64, payload: &[u8]) -> Vec<BlockBuf> {
-    let mut bytes = Vec::with_capacity(HEADER + payload.len());
-    bytes.extend_from_slice(magic);
-    bytes.extend_from_slice(&[0; 8]);
-    bytes.extend_from_slice(&seqno.to_le_bytes());
-    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(payload);
-    let sum = twox_hash::XxHash3_64::oneshot(&bytes[16..]);
-    bytes[8..16].copy_from_slice(&sum.to_le_bytes());
-    to_blocks(&bytes)
+    use std::hash::Hasher;
+    let mut header = [0u8; HEADER];
+    header[0..8].copy_from_slice(magic);
+    header[16..24].copy_from_slice(&seqno.to_le_bytes());
+    header[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut sum = twox_hash::XxHash3_64::with_seed(0);
+    sum.write(&header[16..]);
+    sum.write(payload);
+    header[8..16].copy_from_slice(&sum.finish().to_le_bytes());
+
+    let first = payload.len().min(BLOCK_SIZE - HEADER);
+    let mut blocks = Vec::with_capacity(1 + (payload.len() - first).div_ceil(BLOCK_SIZE));
+    let mut b = padded(&payload[..first], HEADER);
+    b.0[..HEADER].copy_from_slice(&header);
+    blocks.push(b);
+    blocks.extend(payload[first..].chunks(BLOCK_SIZE).map(|c| padded(c, 0)));
+    blocks
 }
 
-/// The payload length a framed record's first block declares.
-pub(super) fn payload_len(first: &Block) -> usize {
-    let mut len = [0; 8];
-    len.copy_from_slice(&first.0[24..32]);
-    u64::from_le_bytes(len) as usize
+/// A block holding `bytes` from byte `at`, zeros around them.
+fn padded(bytes: &[u8], at: usize) -> BlockBuf {
+    let mut b = Block::for_read();
+    b.0[..at].fill(0);
+    b.0[at..at + bytes.len()].copy_from_slice(bytes);
+    b.0[at + bytes.len()..].fill(0);
+    b
 }
 
 /// The record of a log of `magic` at byte `at` of `log`: its seqno, its
@@ -55,14 +67,7 @@ pub(super) fn parse<'a>(
 
 /// `bytes` in zero-padded blocks.
 pub(super) fn to_blocks(bytes: &[u8]) -> Vec<BlockBuf> {
-    bytes
-        .chunks(BLOCK_SIZE)
-        .map(|chunk| {
-            let mut b = Block::zeroed();
-            b.0[..chunk.len()].copy_from_slice(chunk);
-            b
-        })
-        .collect()
+    bytes.chunks(BLOCK_SIZE).map(|c| padded(c, 0)).collect()
 }
 
 #[cfg(test)]
@@ -77,7 +82,6 @@ mod tests {
             parse(b"testtest", &log, 0),
             Some((3, &[7u8; 5000][..], 8192))
         );
-        assert_eq!(payload_len(&blocks[0]), 5000);
         assert!(parse(b"othermag", &log, 0).is_none());
         for at in [0, 9, 17, 25, 40, 4100] {
             let mut bad = log.clone();
@@ -85,5 +89,25 @@ mod tests {
             assert!(parse(b"testtest", &bad, 0).is_none(), "byte {at}");
         }
         assert!(parse(b"testtest", &log[..5000], 0).is_none());
+        // Payloads ending on, just before and just after a block boundary.
+        for len in [
+            0,
+            1,
+            BLOCK_SIZE - HEADER - 1,
+            BLOCK_SIZE - HEADER,
+            BLOCK_SIZE - HEADER + 1,
+        ] {
+            let payload: Vec<u8> = (0..len).map(|i| i as u8 | 1).collect();
+            let blocks = frame(b"testtest", 4, &payload);
+            assert_eq!(blocks.len(), (HEADER + len).div_ceil(BLOCK_SIZE).max(1));
+            let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
+            let next = blocks.len() * BLOCK_SIZE;
+            assert_eq!(
+                parse(b"testtest", &log, 0),
+                Some((4, &payload[..], next)),
+                "{len}"
+            );
+            assert!(log[HEADER + len..].iter().all(|&x| x == 0), "{len}");
+        }
     }
 }

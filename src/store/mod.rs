@@ -654,11 +654,12 @@ impl Store {
             .copied()
             .chain(batch.writes.iter().map(|w| (w.target, w.index)))
             .collect();
-        let (prev, map, record) = {
+        let (prev, map, (record, payload)) = {
             let durable = self.durable.read();
             let map = validate(&places, &batch.freed, &batch.lengths, &durable.map)?;
             let seqno = durable.meta.seqno + 1;
-            let record = catalog::record(seqno, &batch.notes, &places, &durable.map, &map)?;
+            let notes = std::mem::take(&mut batch.notes);
+            let record = catalog::record(seqno, notes, &places, &durable.map, &map)?;
             (durable.meta, map, record)
         };
         let commit = Meta {
@@ -692,7 +693,7 @@ impl Store {
         let record_blocks = record.len() as u64;
         self.log.reserve(log_end + record_blocks)?;
         // Past the last refusal: from here the commit lands or poisons.
-        catalog_state.recent.push(&record);
+        catalog_state.recent.push(payload);
         drop(catalog_state);
         let records = std::iter::once((self.log.clone(), log_end, record))
             .chain(history)

@@ -123,7 +123,7 @@ pub(crate) fn word(bytes: &[u8]) -> [u8; 8] {
 
 /// Whether `a` and `b` agree on their first `depth` bits.
 pub fn shares_prefix(a: &KeyPath, b: &KeyPath, depth: usize) -> bool {
-    prefix(a, depth) == prefix(b, depth)
+    common_prefix_len(a, b) >= depth.min(MAX_DEPTH)
 }
 
 /// The canonical parent of two canonical subtrees: a lone leaf rises, an empty pair
@@ -163,5 +163,22 @@ mod tests {
         assert_eq!(prefix_last(&[0; 32], 2)[0], 0x3f);
         assert_eq!(prefix_last(&[0; 32], 0), [0xff; 32]);
         assert_eq!(prefix_last(&p, 256), p);
+    }
+
+    /// `shares_prefix` compares words; it must agree with masking both keys.
+    #[test]
+    fn shares_prefix_is_equal_prefixes() {
+        let a = [0x5a; 32];
+        for flip in [0, 7, 8, 63, 64, 65, 200, 255] {
+            let mut b = a;
+            b[flip / 8] ^= 0x80 >> (flip % 8);
+            for depth in [0, 1, 7, 8, 9, 63, 64, 65, 127, 200, 255, 256, 300] {
+                assert_eq!(
+                    shares_prefix(&a, &b, depth),
+                    prefix(&a, depth) == prefix(&b, depth),
+                    "flip {flip} depth {depth}"
+                );
+            }
+        }
     }
 }

@@ -161,14 +161,16 @@ impl ValueStore {
     /// committed one.
     pub(crate) fn offer(&self, slot: u32, generation: u64, block: BlockBuf) {
         let state = self.state.read();
-        if state.published.is_current(generation) {
+        // A bad block is left for the read that needs it to report.
+        if state.published.is_current(generation) && bucket::verify(&block).is_ok() {
             self.cache.insert(slot, Arc::new(block));
         }
     }
 
     /// The blocks of `slots`, from the cache where it has them, each with whether
     /// it came from the disk. The caller checks that they are committed ones
-    /// (the generation) before using or caching them.
+    /// (the generation), then [`bucket::verify`]s those from the disk, before
+    /// using or caching them: a slot a publish freed may hold anything.
     fn read_buckets(
         &self,
         store: &Store,
@@ -244,10 +246,16 @@ impl ValueStore {
             }
             let mut result = Ok(());
             for (slot, (block, from_disk)) in slots.iter().zip(&blocks) {
-                if *from_disk && keep {
-                    self.cache.insert(*slot, block.clone());
-                }
-                result = result.and_then(|()| f(block).map_err(|e| e.at("buckets", *slot as u64)));
+                result = result.and_then(|()| {
+                    if *from_disk {
+                        bucket::verify(block)?;
+                        if keep {
+                            self.cache.insert(*slot, block.clone());
+                        }
+                    }
+                    f(block)
+                });
+                result = result.map_err(|e| e.at("buckets", *slot as u64));
             }
             return result;
         }
@@ -322,11 +330,14 @@ impl ValueStore {
             |dir| dir.overlapping(&start, depth),
             |block| {
                 // Most of the bucket lies outside a deep prefix: nothing is
-                // copied or hashed for those entries.
+                // copied or hashed for those entries, and the walk stops at
+                // the first key past the prefix (`start` is its smallest).
                 for e in bucket::entries(block)? {
                     let e = e?;
                     if shares_prefix(&e.key, &start, depth) {
                         out.push((e.key, e.value_hash()));
+                    } else if e.key > start {
+                        break;
                     }
                 }
                 Ok(())
@@ -464,6 +475,7 @@ impl ValueStore {
             // same buckets. They are the published ones: no publish runs
             // beside a plan (one writer).
             if from_disk {
+                bucket::verify(&block).map_err(|e| e.at("buckets", slot as u64))?;
                 self.cache.insert(slot, block.clone());
             }
             read.insert(slot, block);
@@ -561,6 +573,7 @@ fn scan(
             let at = |e: Error| e.at("buckets", slot);
             keys.clear();
             extents.clear();
+            bucket::verify(block).map_err(at)?;
             for e in bucket::entries(block).map_err(at)? {
                 let e = e.map_err(at)?;
                 keys.push(e.key);
@@ -666,7 +679,9 @@ impl ValuePlan {
             if let Some((min, slot)) = run.last.and_then(|last| dir.successor(&last)) {
                 if Some(min) != next_changed {
                     let block = store.read(Target::Buckets, slot as u64)?;
-                    run.entries.extend(bucket::decode(&block)?);
+                    let at = |e: Error| e.at("buckets", slot as u64);
+                    bucket::verify(&block).map_err(at)?;
+                    run.entries.extend(bucket::decode(&block).map_err(at)?);
                     run.take(min, slot);
                 }
             }
