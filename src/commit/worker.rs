@@ -30,9 +30,18 @@ pub(crate) struct Tree<'a> {
     pub(crate) pages: &'a PageStore,
     pub(crate) values: &'a ValueStore,
     pub(crate) unwritten: Option<&'a Unwritten>,
+    /// Value hashes the caller saw for some keys in this state, sorted by key.
+    /// Hints only: one is used where it hashes to the leaf the trie holds.
+    pub(crate) seen: &'a [(KeyPath, ValueHash)],
 }
 
 impl Tree<'_> {
+    /// The value hash the caller saw for `key`, if any.
+    fn seen(&self, key: &KeyPath) -> Option<ValueHash> {
+        let i = self.seen.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        Some(self.seen[i].1)
+    }
+
     /// Page `id`, if stored.
     pub(super) fn page(&self, id: &PageId) -> Result<Option<Arc<Page>>, Error> {
         if let Some(page) = self.unwritten.and_then(|u| u.pages.get(id)) {
@@ -180,7 +189,8 @@ impl<'a> Worker<'a> {
     }
 
     /// The entries under the position at `depth` on `key`'s path, whose node is
-    /// `node`: none for a terminator, else one value-store prefix query.
+    /// `node`: none for a terminator, `key` itself for its leaf when the hash
+    /// the caller saw matches, else one value-store prefix query.
     pub(super) fn entries(
         &mut self,
         key: &KeyPath,
@@ -190,6 +200,15 @@ impl<'a> Worker<'a> {
         let kind = NodeKind::of(node);
         if kind == NodeKind::Terminator {
             return Ok(Vec::new());
+        }
+        // A leaf that is `key` with the value the caller saw needs no bucket:
+        // the common case of a key read, then written.
+        if kind == NodeKind::Leaf {
+            if let Some(hash) = self.tree.seen(key) {
+                if hash_leaf(key, &hash) == *node {
+                    return Ok(vec![(*key, hash)]);
+                }
+            }
         }
         let at = crate::trie::prefix(key, depth);
         if let Some(found) = self.entries.get(&(depth, at)) {

@@ -15,7 +15,7 @@ use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
 use super::versions::Head;
-use super::{CommitOutput, KeyedValues, Shared};
+use super::{CommitOutput, KeyedValues, Reads, Shared};
 use crate::commit::{update_trie, Change, PageChanges, PageSink, Tree, TrieUpdate, Unwritten};
 use crate::page_store::PagePlan;
 use crate::store::{Batch, Target};
@@ -135,7 +135,7 @@ impl Shared {
         &self,
         base: Head,
         writes: KeyedValues,
-        reads: Vec<KeyPath>,
+        reads: Reads,
         prove: bool,
     ) -> Result<CommitOutput, Error> {
         let (_writer, head) = self.writer_at(base)?;
@@ -151,7 +151,7 @@ impl Shared {
         &self,
         head: Head,
         writes: KeyedValues,
-        reads: Vec<KeyPath>,
+        reads: Reads,
         prove: bool,
         workers: usize,
     ) -> Result<(Prepared, Building), Error> {
@@ -183,7 +183,7 @@ impl Shared {
         &self,
         base: &Base,
         writes: KeyedValues,
-        reads: Vec<KeyPath>,
+        reads: Reads,
         prove: bool,
     ) -> Result<Prepared, Error> {
         let _writer = self.writer_seeing(base)?;
@@ -255,6 +255,7 @@ impl Shared {
             pages: &self.pages,
             values: &self.values,
             unwritten,
+            seen: &[],
         }
     }
 
@@ -269,7 +270,7 @@ impl Shared {
         &self,
         head: Head,
         writes: KeyedValues,
-        reads: Vec<KeyPath>,
+        reads: Reads,
         prove: bool,
         unwritten: Option<&Unwritten>,
         workers: usize,
@@ -286,7 +287,7 @@ impl Shared {
         &self,
         head: Head,
         writes: &KeyedValues,
-        mut reads: Vec<KeyPath>,
+        reads: Reads,
         prove: bool,
         unwritten: Option<&Unwritten>,
         workers: usize,
@@ -303,6 +304,10 @@ impl Shared {
             .iter()
             .map(|(k, v)| (*k, v.as_deref().map(hash_value)))
             .collect();
+        let Reads {
+            keys: mut reads,
+            seen,
+        } = reads;
         if prove {
             reads.extend(writes.iter().map(|(k, _)| *k));
             reads.sort_unstable();
@@ -314,7 +319,10 @@ impl Shared {
             .map(|staging| move |pages: PageChanges| self.add_pages(&mut staging.lock(), pages));
         let sink = sink.as_ref().map(|s| s as &PageSink<'_>);
         let started = self.clock();
-        let tree = self.tree(unwritten);
+        let tree = Tree {
+            seen: &seen,
+            ..self.tree(unwritten)
+        };
         let trie = update_trie(tree, &head.root, &changes, &reads, workers, sink)?;
         CommitTimers::add(&self.timers.trie_ns, started);
         Ok(Updated { trie, changes })

@@ -16,7 +16,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use super::staging::Staging;
-use super::{Db, Options};
+use super::{Db, Options, Reads};
 use crate::trie::KeyPath;
 use crate::Error;
 
@@ -117,7 +117,7 @@ fn build(
             .map(|(k, v)| (k, Some(v)))
             .collect();
         let head = db.shared.versions.head();
-        db.shared.commit(head, writes, Vec::new(), false)?;
+        db.shared.commit(head, writes, Reads::default(), false)?;
         progress(ImportProgress::Writing {
             entries: written,
             total,

@@ -43,6 +43,15 @@ use versions::{Head, Versions};
 /// Keys with a value each (`None`: absent or deleted), sorted by key.
 pub(crate) type KeyedValues = Vec<(KeyPath, Option<Vec<u8>>)>;
 
+/// What a session read: the keys its witness proves, and the value hash it
+/// saw for each present one (sorted by key), which spares the commit a
+/// bucket read where the key's leaf is that hash.
+#[derive(Default)]
+pub(crate) struct Reads {
+    pub(crate) keys: Vec<KeyPath>,
+    pub(crate) seen: Vec<(KeyPath, crate::trie::ValueHash)>,
+}
+
 use crate::page_store::PageStore;
 use crate::store::{Store, StoreConfig};
 use crate::trie::page::PAGE_SIZE;

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::staging::Staging;
-use super::{Db, Options};
+use super::{Db, Options, Reads};
 use crate::io::sync_dir;
 use crate::trie::{KeyPath, Node};
 use crate::{Chunk, Error};
@@ -114,7 +114,7 @@ impl Restore {
                 .map(|(k, v)| (*k, Some(v.clone())))
                 .collect();
             let shared = &self.db.shared;
-            shared.commit(shared.versions.head(), writes, Vec::new(), false)?;
+            shared.commit(shared.versions.head(), writes, Reads::default(), false)?;
         }
         write_progress(self.staging.dir(), &self.root, chunk.end())?;
         self.next = chunk.end().copied();

@@ -8,7 +8,7 @@ use super::commit_order::Step;
 use super::history::{Chain, KEPT_PAGE_LEVEL};
 use super::prefetch::Hint;
 use super::versions::Head;
-use super::{Db, KeyedValues, Shared};
+use super::{Db, KeyedValues, Reads, Shared};
 use crate::commit::{update_trie, Change, Unwritten};
 use crate::trie::page_id::PageId;
 use crate::trie::proof::MultiProof;
@@ -129,7 +129,7 @@ impl Shared {
         self.load_for(&writes, true);
         let workers = self.unloaded_workers();
         let (mut prepared, building) =
-            self.prepare_and_plan(head, writes, Vec::new(), false, workers)?;
+            self.prepare_and_plan(head, writes, Reads::default(), false, workers)?;
         if prepared.root != target {
             return Err(Error::Internal(
                 "the history does not lead to a retained root",

@@ -8,9 +8,9 @@ use parking_lot::Mutex;
 use super::commit_order::Prepared;
 use super::overlay::{Base, Overlay};
 use super::prefetch::Hint;
-use super::{KeyedValues, Shared};
+use super::{KeyedValues, Reads, Shared};
 use crate::trie::proof::{MultiProof, Witness};
-use crate::trie::{KeyPath, Node};
+use crate::trie::{hash_value, KeyPath, Node, ValueHash};
 use crate::Error;
 
 /// A finished session: its new root and witness, computed on its base, not yet
@@ -94,7 +94,8 @@ pub struct Session {
     shared: Arc<Shared>,
     base: Base,
     writes: Mutex<BTreeMap<KeyPath, Option<Vec<u8>>>>,
-    reads: Mutex<Vec<KeyPath>>,
+    /// Keys read and the hash of the value each had, if present.
+    reads: Mutex<Vec<(KeyPath, Option<ValueHash>)>>,
     /// Hints not yet sent to the fetcher: sent in batches, since waking its
     /// thread per key costs more than a cached read.
     hints: Mutex<Vec<Hint>>,
@@ -145,10 +146,15 @@ impl Session {
         if let Some(written) = self.writes.lock().get(key) {
             return Ok(written.clone());
         }
-        self.reads.lock().push(*key);
         // The pages, for the commit; the bucket is read right here.
         self.hint(key, false, false);
-        self.base.read(&self.shared, key)
+        let value = self.base.read(&self.shared, key)?;
+        // Hashed now, while the value is at hand: the commit then knows the
+        // leaf of a key that was read before it was written without reading
+        // its bucket again.
+        let hash = value.as_deref().map(hash_value);
+        self.reads.lock().push((*key, hash));
+        Ok(value)
     }
 
     /// Sets `key` to `value` (`None` deletes) when the session commits; a later
@@ -232,10 +238,17 @@ impl Session {
             .root)
     }
 
-    /// The writes, sorted by key, and the keys read.
-    fn take(&self) -> (KeyedValues, Vec<KeyPath>) {
+    /// The writes, sorted by key, and the reads.
+    fn take(&self) -> (KeyedValues, Reads) {
         let writes = std::mem::take(&mut *self.writes.lock());
         let reads = std::mem::take(&mut *self.reads.lock());
-        (writes.into_iter().collect(), reads)
+        let keys = reads.iter().map(|(k, _)| *k).collect();
+        let mut seen: Vec<(KeyPath, ValueHash)> = reads
+            .into_iter()
+            .filter_map(|(k, h)| Some((k, h?)))
+            .collect();
+        seen.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        seen.dedup_by(|a, b| a.0 == b.0);
+        (writes.into_iter().collect(), Reads { keys, seen })
     }
 }
