@@ -51,6 +51,13 @@ impl PageCache {
         }
     }
 
+    /// Drops `id` unless it is pinned.
+    pub(super) fn release(&self, id: &PageId) {
+        if id.level() >= PINNED_LEVELS {
+            self.clock.remove(id);
+        }
+    }
+
     pub(super) fn remove(&self, id: &PageId) {
         if id.level() < PINNED_LEVELS {
             self.pinned.write().remove(id);

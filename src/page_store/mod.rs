@@ -329,6 +329,11 @@ impl PageStore {
             }
             if let Some(old) = self.slot_of(store, &slots, &id)? {
                 plan.freed.push((id, old));
+                // The new version is cached at publish. Keeping the old one
+                // until then held a commit's worth of pages (180 MB at 2^24
+                // accounts) beyond the cache's budget; a read of the
+                // published state meanwhile fetches it again.
+                self.cache.release(&id);
             }
             if let Some(page) = change {
                 // An overlay may still share it.
