@@ -247,7 +247,7 @@ impl Session {
             .into_iter()
             .filter_map(|(k, h)| Some((k, h?)))
             .collect();
-        seen.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        seen.sort_unstable_by_key(|e| e.0);
         seen.dedup_by(|a, b| a.0 == b.0);
         (writes.into_iter().collect(), Reads { keys, seen })
     }
