@@ -248,14 +248,16 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
 
     // The records after the snapshot, up to the durable commit.
     let log = std::fs::read(dir.join(LOG)).unwrap_or_default();
+    let log_len = log.len() as u64;
     let (mut at, mut last) = (0, base);
-    let mut after = Vec::new();
+    let mut ranges = Vec::new();
     while let Some((seqno, payload, next)) = framing::parse(RECORD_MAGIC, &log, at) {
         if seqno > durable.seqno || (seqno > base && seqno != last + 1) {
             break;
         }
         if seqno > base {
-            after.extend_from_slice(payload);
+            let start = at + framing::HEADER;
+            ranges.push(start..start + payload.len());
             last = seqno;
         }
         at = next;
@@ -263,7 +265,17 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
     if last != durable.seqno {
         return None;
     }
-    let len = after.len();
+    // The payloads, moved to the front of the log's own buffer: a fold that
+    // reads the log back (past RECENT_MAX, as at 2^27 accounts) held it, a
+    // copy of its payloads and the snapshot at once.
+    let mut after = log;
+    let mut len = 0;
+    for range in ranges {
+        let n = range.len();
+        after.copy_within(range, len);
+        len += n;
+    }
+    after.truncate(len);
     let recent = Recent {
         base,
         payloads: (len <= RECENT_MAX).then(|| vec![after.clone()]),
@@ -278,7 +290,7 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
             log_end: (at / BLOCK_SIZE) as u64,
             catalog: Some(catalog),
         },
-        log.len() as u64,
+        log_len,
     ))
 }
 
@@ -308,28 +320,44 @@ fn read_snapshot(dir: &Path) -> Option<(u64, u64, Vec<u8>)> {
 /// The newest note of each used slot in `chunks` (notes in commit order);
 /// `None` if a used slot has none.
 fn fold(chunks: Vec<Vec<u8>>, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
-    let mut latest: [Vec<Option<(u32, usize, usize)>>; 2] = Default::default();
+    // Per slot: (chunk, note length, start), chunk NONE for no note; 16
+    // bytes, as this is one per slot of both files (4.6 million at 2^27).
+    const NONE: u32 = u32::MAX;
+    let mut latest: [Vec<(u32, u32, u64)>; 2] = Default::default();
     for (t, target) in SLOTTED.iter().enumerate() {
         let len = usize::try_from(durable.lengths[*target as usize]).ok()?;
-        latest[t] = vec![None; len];
+        latest[t] = vec![(NONE, 0, 0); len];
     }
     for (c, chunk) in chunks.iter().enumerate() {
-        let c = u32::try_from(c).ok()?;
+        let c = u32::try_from(c).ok().filter(|&c| c != NONE)?;
         for entry in (Entries { buf: chunk, at: 0 }) {
             let (start, target, slot, note) = entry.ok()?;
             let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
                 continue;
             };
             if let Some(place) = latest[t].get_mut(slot as usize) {
-                *place = (!note.is_empty()).then_some((c, start, start + note.len()));
+                let len = u32::try_from(note.len()).ok()?;
+                *place = match len {
+                    0 => (NONE, 0, 0),
+                    len => (c, len, start as u64),
+                };
             }
         }
     }
     let mut notes: [Vec<(u32, u32, usize, usize)>; 2] = Default::default();
     for (t, target) in SLOTTED.iter().enumerate() {
         for slot in map.used(*target) {
-            let (chunk, start, end) = (*latest[t].get(slot as usize)?)?;
-            notes[t].push((u32::try_from(slot).ok()?, chunk, start, end));
+            let (chunk, len, start) = *latest[t].get(slot as usize)?;
+            if chunk == NONE {
+                return None;
+            }
+            let start = usize::try_from(start).ok()?;
+            notes[t].push((
+                u32::try_from(slot).ok()?,
+                chunk,
+                start,
+                start + len as usize,
+            ));
         }
     }
     Some(Catalog { chunks, notes })
