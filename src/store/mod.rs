@@ -31,7 +31,7 @@ pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use meta::Meta;
 pub(crate) use published::{Published, SlotSpace};
 
-use slot_map::SlotMap;
+use slot_map::{SlotMap, SLOTTED};
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{
@@ -397,7 +397,37 @@ impl Store {
             return;
         }
         let durable = self.durable.read().clone();
-        // The records from RAM if they are there, else from the log.
+        // The snapshot streams into the new one, with the records from RAM,
+        // else from the log.
+        let base = state.recent.base;
+        let in_ram = state.recent.payloads.is_some();
+        let payloads = match state.recent.payloads.take() {
+            Some(payloads) => Some(payloads),
+            None => catalog::records_since(&self.dir, base, durable.meta.seqno).map(|p| vec![p]),
+        };
+        if let Some(payloads) = payloads {
+            let lengths = SLOTTED.map(|t| durable.meta.lengths[t as usize]);
+            match catalog::Merge::new(base, payloads, lengths) {
+                Ok(merge) => {
+                    let source = catalog::Source::Merge(&merge, &durable.map);
+                    match self.replace_snapshot(&mut state, durable.meta.seqno, source) {
+                        Ok(()) => return,
+                        // Replaced, but the log was not emptied.
+                        Err(_) if state.recent.base != base => {
+                            state.fold_at = state.log_end * 2;
+                            return;
+                        }
+                        // Only records kept in RAM go back, for the fold
+                        // below; it reads the log itself otherwise.
+                        Err(_) => {
+                            state.recent.payloads = in_ram.then(|| merge.into_payloads());
+                        }
+                    }
+                }
+                Err(payloads) => state.recent.payloads = in_ram.then_some(payloads),
+            }
+        }
+        // Else the snapshot read whole, with the records from RAM or the log.
         let folded = match state.recent.fold(&self.dir, &durable.meta, &durable.map) {
             Some(c) => Some((state.seed, c)),
             None => catalog::load(

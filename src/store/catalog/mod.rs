@@ -14,6 +14,8 @@
 //! block as before, and a fresh snapshot replaces it. The notes' contents are
 //! the stores'; here they are bytes.
 
+mod merge;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -23,6 +25,8 @@ use super::{write_blocks, Meta, Target};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{sync_dir, DataFile, Io};
 use crate::Error;
+
+pub(super) use merge::Merge;
 
 pub(super) const LOG: &str = "catalog.log";
 const SNAPSHOT: &str = "catalog";
@@ -246,36 +250,8 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
     }
     let snapshot_blocks = 1 + snapshot.len().div_ceil(BLOCK_SIZE) as u64;
 
-    // The records after the snapshot, up to the durable commit.
-    let log = std::fs::read(dir.join(LOG)).unwrap_or_default();
-    let log_len = log.len() as u64;
-    let (mut at, mut last) = (0, base);
-    let mut ranges = Vec::new();
-    while let Some((seqno, payload, next)) = framing::parse(RECORD_MAGIC, &log, at) {
-        if seqno > durable.seqno || (seqno > base && seqno != last + 1) {
-            break;
-        }
-        if seqno > base {
-            let start = at + framing::HEADER;
-            ranges.push(start..start + payload.len());
-            last = seqno;
-        }
-        at = next;
-    }
-    if last != durable.seqno {
-        return None;
-    }
-    // The payloads, moved to the front of the log's own buffer: a fold that
-    // reads the log back (past RECENT_MAX, as at 2^27 accounts) held it, a
-    // copy of its payloads and the snapshot at once.
-    let mut after = log;
-    let mut len = 0;
-    for range in ranges {
-        let n = range.len();
-        after.copy_within(range, len);
-        len += n;
-    }
-    after.truncate(len);
+    let (after, at, log_len) = read_log(dir, base, durable.seqno)?;
+    let len = after.len();
     let recent = Recent {
         base,
         payloads: (len <= RECENT_MAX).then(|| vec![after.clone()]),
@@ -292,6 +268,48 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
         },
         log_len,
     ))
+}
+
+/// The payloads of the log's records after commit `base` up to `durable`,
+/// where the last of them ends (bytes) and the log's length; `None` unless
+/// they run from `base + 1` to `durable` without a gap.
+fn read_log(dir: &Path, base: u64, durable: u64) -> Option<(Vec<u8>, usize, u64)> {
+    let log = std::fs::read(dir.join(LOG)).unwrap_or_default();
+    let log_len = log.len() as u64;
+    let (mut at, mut last) = (0, base);
+    let mut ranges = Vec::new();
+    while let Some((seqno, payload, next)) = framing::parse(RECORD_MAGIC, &log, at) {
+        if seqno > durable || (seqno > base && seqno != last + 1) {
+            break;
+        }
+        if seqno > base {
+            let start = at + framing::HEADER;
+            ranges.push(start..start + payload.len());
+            last = seqno;
+        }
+        at = next;
+    }
+    if last != durable {
+        return None;
+    }
+    // The payloads, moved to the front of the log's own buffer: a fold that
+    // reads the log back (past RECENT_MAX, as at 2^27 accounts) held it, a
+    // copy of its payloads and the snapshot at once.
+    let mut after = log;
+    let mut len = 0;
+    for range in ranges {
+        let n = range.len();
+        after.copy_within(range, len);
+        len += n;
+    }
+    after.truncate(len);
+    Some((after, at, log_len))
+}
+
+/// The records after the snapshot of commit `base` up to the `durable` one,
+/// read back from the log, for a fold whose records outgrew RAM.
+pub(super) fn records_since(dir: &Path, base: u64, durable: u64) -> Option<Vec<u8>> {
+    read_log(dir, base, durable).map(|(payloads, ..)| payloads)
 }
 
 /// The snapshot's commit, seed and notes, if it is whole.
@@ -421,6 +439,9 @@ pub(super) fn record(
 pub(super) enum Source<'a> {
     Notes(&'a Notes),
     Catalog(&'a Catalog),
+    /// The snapshot on disk merged with the records in RAM, for the slots
+    /// the map uses.
+    Merge(&'a Merge, &'a SlotMap),
 }
 
 /// Writes the snapshot of commit `seqno` with `seed` and replaces the old one;
@@ -444,6 +465,7 @@ pub(super) fn write_snapshot(
     };
     match source {
         Source::Notes(notes) => out.push(&notes.buf)?,
+        Source::Merge(merge, map) => merge.write(dir, map, &mut out)?,
         Source::Catalog(catalog) => {
             for target in SLOTTED {
                 for (slot, note) in catalog.notes(target) {

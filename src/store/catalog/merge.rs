@@ -1,0 +1,391 @@
+//! A fold that streams: the snapshot on disk is read a batch of blocks at a
+//! time and merged with the records kept in RAM straight into the new
+//! snapshot. Reading the old snapshot whole held it beside everything else
+//! while a fold ran (381 MB at 2^27 accounts, 57 MB at 2^24).
+//!
+//! It needs a snapshot sorted by target, then slot, as every fold writes one;
+//! one written from a scan may not be, and is then folded the whole way.
+//! Anything it cannot use (a damaged or unsorted snapshot, a used slot
+//! without a note) fails the write before the new snapshot replaces the old.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::{
+    entry_header, parse_entry, u64_at, Entries, SnapshotWriter, CHECKSUM, ENTRY_HEADER, SNAPSHOT,
+    SNAPSHOT_MAGIC, VERSION,
+};
+use crate::block::BLOCK_SIZE;
+use crate::store::slot_map::{SlotMap, SLOTTED};
+use crate::Error;
+
+/// Snapshot blocks read per batch.
+const READ_BATCH: usize = 256;
+/// No record names the slot.
+const NONE: u32 = u32::MAX;
+/// The slot's newest record note is empty: no note serves it.
+const VOID: u32 = u32::MAX - 1;
+
+/// The records since the snapshot of commit `base`, ready to merge into it.
+pub(in crate::store) struct Merge {
+    base: u64,
+    payloads: Vec<Vec<u8>>,
+    /// Per slot of each slotted target: the newest record note as (payload,
+    /// length, start), or [`NONE`], or [`VOID`].
+    latest: [Vec<(u32, u32, u64)>; 2],
+}
+
+impl Merge {
+    /// Indexes `payloads` (the records after the snapshot of `base`, in commit
+    /// order) for files of `lengths` slots; gives them back if one does not parse.
+    pub(in crate::store) fn new(
+        base: u64,
+        payloads: Vec<Vec<u8>>,
+        lengths: [u64; 2],
+    ) -> Result<Merge, Vec<Vec<u8>>> {
+        let mut latest: [Vec<(u32, u32, u64)>; 2] = Default::default();
+        for (t, len) in lengths.into_iter().enumerate() {
+            match usize::try_from(len) {
+                Ok(len) => latest[t] = vec![(NONE, 0, 0); len],
+                Err(_) => return Err(payloads),
+            }
+        }
+        for (c, payload) in payloads.iter().enumerate() {
+            for entry in (Entries {
+                buf: payload,
+                at: 0,
+            }) {
+                let Ok((start, target, slot, note)) = entry else {
+                    return Err(payloads);
+                };
+                let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
+                    continue;
+                };
+                if let Some(place) = latest[t].get_mut(slot as usize) {
+                    *place = match note.len() {
+                        0 => (VOID, 0, 0),
+                        len => (c as u32, len as u32, start as u64),
+                    };
+                }
+            }
+        }
+        Ok(Merge {
+            base,
+            payloads,
+            latest,
+        })
+    }
+
+    /// The records, for a fold that reads the snapshot whole after this one failed.
+    pub(in crate::store) fn into_payloads(self) -> Vec<Vec<u8>> {
+        self.payloads
+    }
+
+    /// Writes the newest note of every slot `map` uses to `out`: the record's
+    /// if one names it, else the snapshot's.
+    pub(super) fn write(
+        &self,
+        dir: &Path,
+        map: &SlotMap,
+        out: &mut SnapshotWriter<'_>,
+    ) -> Result<(), Error> {
+        let cannot = |what| Error::corrupt(what).at("catalog", 0);
+        let mut snapshot = Stream::open(dir, self.base)?;
+        let mut head = snapshot.next_entry()?;
+        for (t, target) in SLOTTED.iter().enumerate() {
+            for slot in map.used(*target) {
+                let slot = u32::try_from(slot).map_err(|_| cannot("a slot past u32"))?;
+                // Notes of slots freed since the snapshot are passed over.
+                while head.is_some_and(|h| h < (t, slot)) {
+                    head = snapshot.next_entry()?;
+                }
+                let place = self.latest[t].get(slot as usize).copied();
+                let note = match place.unwrap_or((NONE, 0, 0)) {
+                    (VOID, ..) => return Err(cannot("a used slot's newest note is empty")),
+                    (NONE, ..) if head == Some((t, slot)) => &snapshot.note[..],
+                    (NONE, ..) => return Err(cannot("a used slot without a note")),
+                    (c, len, start) => {
+                        let start = start as usize;
+                        &self.payloads[c as usize][start..start + len as usize]
+                    }
+                };
+                out.push(&entry_header(*target, slot, note.len()))?;
+                out.push(note)?;
+            }
+        }
+        // The rest of the snapshot, for its order and its checksum.
+        while head.is_some() {
+            head = snapshot.next_entry()?;
+        }
+        snapshot.finish()
+    }
+}
+
+/// The notes of the snapshot on disk, in order, read a batch at a time; each
+/// block's checksum is taken as it goes by, and checked at the end.
+struct Stream {
+    file: File,
+    /// Body bytes the header declares, and body blocks with padding.
+    len: u64,
+    blocks: u64,
+    expected_sum: u64,
+    /// Body blocks read so far, and their checksums.
+    read: u64,
+    sums: Vec<u8>,
+    /// Bytes read and not yet parsed start at `buf[at]`, body offset `offset`.
+    buf: Vec<u8>,
+    at: usize,
+    offset: u64,
+    last: Option<(usize, u32)>,
+    /// The note of the entry [`Stream::next_entry`] returned last.
+    note: Vec<u8>,
+}
+
+impl Stream {
+    fn open(dir: &Path, base: u64) -> Result<Stream, Error> {
+        let bad = |what| Error::corrupt(what).at("catalog", 0);
+        let file = File::open(dir.join(SNAPSHOT)).map_err(|e| Error::io("opening", SNAPSHOT, e))?;
+        let mut header = vec![0; BLOCK_SIZE];
+        file.read_exact_at(&mut header, 0)
+            .map_err(|e| Error::io("reading", SNAPSHOT, e))?;
+        if &header[0..8] != SNAPSHOT_MAGIC
+            || u64_at(&header, CHECKSUM) != twox_hash::XxHash3_64::oneshot(&header[..CHECKSUM])
+            || u64_at(&header, 8) != VERSION
+        {
+            return Err(bad("snapshot header"));
+        }
+        if u64_at(&header, 16) != base {
+            return Err(bad("the records do not follow the snapshot"));
+        }
+        let len = u64_at(&header, 32);
+        Ok(Stream {
+            file,
+            len,
+            blocks: len.div_ceil(BLOCK_SIZE as u64),
+            expected_sum: u64_at(&header, 40),
+            read: 0,
+            sums: Vec::new(),
+            buf: Vec::new(),
+            at: 0,
+            offset: 0,
+            last: None,
+            note: Vec::new(),
+        })
+    }
+
+    /// Reads the next batch of body blocks; false if none is left.
+    fn load(&mut self) -> Result<bool, Error> {
+        if self.read == self.blocks {
+            return Ok(false);
+        }
+        let n = (self.blocks - self.read).min(READ_BATCH as u64) as usize;
+        self.offset += self.at as u64;
+        self.buf.drain(..self.at);
+        self.at = 0;
+        let from = self.buf.len();
+        self.buf.resize(from + n * BLOCK_SIZE, 0);
+        let at = (1 + self.read) * BLOCK_SIZE as u64;
+        self.file
+            .read_exact_at(&mut self.buf[from..], at)
+            .map_err(|e| Error::io("reading", SNAPSHOT, e))?;
+        for block in self.buf[from..].chunks(BLOCK_SIZE) {
+            let sum = twox_hash::XxHash3_64::oneshot(block);
+            self.sums.extend_from_slice(&sum.to_le_bytes());
+        }
+        self.read += n as u64;
+        Ok(true)
+    }
+
+    /// The next entry's slotted target (its index in `SLOTTED`) and slot, its
+    /// note in `self.note`; `None` past the last.
+    fn next_entry(&mut self) -> Result<Option<(usize, u32)>, Error> {
+        let bad = |what| Error::corrupt(what).at("catalog", 0);
+        loop {
+            if self.offset + self.at as u64 >= self.len {
+                return Ok(None);
+            }
+            // The body ends at `len`: parse only what lies before it.
+            let end = usize::try_from(self.len - self.offset)
+                .unwrap_or(usize::MAX)
+                .min(self.buf.len());
+            let parsed = match self.buf.get(self.at..end) {
+                Some(rest) if rest.len() >= ENTRY_HEADER => parse_entry(rest, 0),
+                _ => None,
+            };
+            let Some((target, slot, start, stop)) = parsed else {
+                if end < self.buf.len() || !self.load()? {
+                    return Err(bad("a snapshot entry past the end"));
+                }
+                continue;
+            };
+            self.note.clear();
+            self.note
+                .extend_from_slice(&self.buf[self.at + start..self.at + stop]);
+            self.at += stop;
+            let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
+                continue;
+            };
+            if self.last.is_some_and(|last| last >= (t, slot)) {
+                return Err(bad("snapshot notes out of order"));
+            }
+            self.last = Some((t, slot));
+            return Ok(Some((t, slot)));
+        }
+    }
+
+    /// Reads what is left and checks the body's checksum.
+    fn finish(mut self) -> Result<(), Error> {
+        while self.load()? {
+            self.buf.clear();
+            self.at = 0;
+        }
+        // The chained sum of the body: xxh3 over each block's xxh3.
+        match twox_hash::XxHash3_64::oneshot(&self.sums) == self.expected_sum {
+            true => Ok(()),
+            false => Err(Error::corrupt("snapshot checksum").at("catalog", 0)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::{fold, read_snapshot, write_snapshot, Notes, Source};
+    use super::*;
+    use crate::io::{DataFile, Io, IoBackend};
+    use crate::store::{Meta, Target};
+
+    fn note(notes: &mut Notes, target: Target, slot: u32, text: &str) {
+        notes.add(target, slot, |b| b.extend_from_slice(text.as_bytes()));
+    }
+
+    fn snapshot(dir: &Path, io: &Io, base: u64, source: Source<'_>) {
+        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir)).unwrap());
+        write_snapshot(dir, io, file, base, 7, source).unwrap();
+    }
+
+    /// The notes of the snapshot on disk, per target, by slot.
+    fn notes_on_disk(dir: &Path, map: &SlotMap, lengths: [u64; 3]) -> Vec<(Target, u32, Vec<u8>)> {
+        let (_, _, bytes) = read_snapshot(dir).unwrap();
+        let meta = Meta {
+            lengths,
+            ..Meta::default()
+        };
+        let catalog = fold(vec![bytes], &meta, map).unwrap();
+        SLOTTED
+            .iter()
+            .flat_map(|&t| catalog.notes(t).map(move |(s, n)| (t, s, n.to_vec())))
+            .collect()
+    }
+
+    #[test]
+    fn a_streamed_fold_writes_what_a_whole_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Io::start(IoBackend::ThreadPool, None).unwrap();
+        let lengths = [8, 8, 0];
+        // The snapshot of commit 3: pages 1, 2, 5 and buckets 0, 3.
+        let mut old = Notes::default();
+        for (t, s, text) in [
+            (Target::Pages, 1, "p1"),
+            (Target::Pages, 2, "p2"),
+            (Target::Pages, 5, "p5"),
+            (Target::Buckets, 0, "b0"),
+            (Target::Buckets, 3, "b3"),
+        ] {
+            note(&mut old, t, s, text);
+        }
+        snapshot(dir.path(), &io, 3, Source::Notes(&old));
+        // Records after it: page 2 rewritten twice, page 6 and bucket 4 new,
+        // page 5 and bucket 0 freed (page 5's slot noted empty, then reused).
+        let mut one = Notes::default();
+        note(&mut one, Target::Pages, 2, "p2 again");
+        note(&mut one, Target::Pages, 6, "p6");
+        one.add(Target::Pages, 5, |_| {});
+        let mut two = Notes::default();
+        note(&mut two, Target::Pages, 2, "p2 third");
+        note(&mut two, Target::Buckets, 4, "b4");
+        note(&mut two, Target::Pages, 5, "p5 new");
+        let payloads = vec![one.buf.clone(), two.buf.clone()];
+        let mut map = SlotMap::default();
+        for (t, s) in [
+            (Target::Pages, 1),
+            (Target::Pages, 2),
+            (Target::Pages, 5),
+            (Target::Pages, 6),
+            (Target::Buckets, 3),
+            (Target::Buckets, 4),
+        ] {
+            map.set(t, s, true);
+        }
+        let merge = Merge::new(3, payloads.clone(), [8, 8])
+            .map_err(|_| ())
+            .unwrap();
+        snapshot(dir.path(), &io, 5, Source::Merge(&merge, &map));
+        let streamed = notes_on_disk(dir.path(), &map, lengths);
+
+        // The same through the whole-read fold, from the old snapshot.
+        let dir2 = tempfile::tempdir().unwrap();
+        snapshot(dir2.path(), &io, 3, Source::Notes(&old));
+        let (_, _, bytes) = read_snapshot(dir2.path()).unwrap();
+        let meta = Meta {
+            lengths,
+            ..Meta::default()
+        };
+        let whole = fold([vec![bytes], payloads].concat(), &meta, &map).unwrap();
+        let expected: Vec<_> = SLOTTED
+            .iter()
+            .flat_map(|&t| whole.notes(t).map(move |(s, n)| (t, s, n.to_vec())))
+            .collect();
+        assert_eq!(streamed, expected);
+        assert_eq!(streamed.len(), 6);
+        assert!(streamed.contains(&(Target::Pages, 2, b"p2 third".to_vec())));
+        assert!(streamed.contains(&(Target::Pages, 5, b"p5 new".to_vec())));
+
+        // A used slot whose newest note is empty cannot be served.
+        let mut three = Notes::default();
+        three.add(Target::Buckets, 4, |_| {});
+        let voided = Merge::new(5, vec![three.buf], [8, 8])
+            .map_err(|_| ())
+            .unwrap();
+        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
+        let source = Source::Merge(&voided, &map);
+        assert!(write_snapshot(dir.path(), &io, file, 6, 7, source).is_err());
+        // And the snapshot it failed to replace is whole.
+        assert_eq!(notes_on_disk(dir.path(), &map, lengths), streamed);
+    }
+
+    #[test]
+    fn an_unsorted_or_damaged_snapshot_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Io::start(IoBackend::ThreadPool, None).unwrap();
+        let mut map = SlotMap::default();
+        map.set(Target::Pages, 1, true);
+        map.set(Target::Pages, 2, true);
+        // A scan may note slots out of order.
+        let mut unsorted = Notes::default();
+        note(&mut unsorted, Target::Pages, 2, "p2");
+        note(&mut unsorted, Target::Pages, 1, "p1");
+        snapshot(dir.path(), &io, 1, Source::Notes(&unsorted));
+        let merge = Merge::new(1, Vec::new(), [8, 8]).map_err(|_| ()).unwrap();
+        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
+        assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).is_err());
+
+        // Sorted, then one byte of its body flipped: the checksum says so.
+        let mut sorted = Notes::default();
+        note(&mut sorted, Target::Pages, 1, "p1");
+        note(&mut sorted, Target::Pages, 2, "p2");
+        snapshot(dir.path(), &io, 1, Source::Notes(&sorted));
+        let path = dir.path().join(SNAPSHOT);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[BLOCK_SIZE + 12] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
+        assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).is_err());
+        // Records of another snapshot's commit do not merge into this one.
+        let other = Merge::new(9, Vec::new(), [8, 8]).map_err(|_| ()).unwrap();
+        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
+        assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&other, &map)).is_err());
+    }
+}
