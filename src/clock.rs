@@ -119,11 +119,9 @@ mod tests {
     fn removes_and_overwrites_keep_the_latest_value() {
         let cache = ClockCache::new(70);
         let mut latest = std::collections::HashMap::new();
-        let mut x = 0x9e37_79b9_u64;
+        let mut rng = crate::test_support::Rng(0x9e37_79b9);
         for step in 0..20_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next();
             let key = (x % 150) as u32;
             match x >> 60 {
                 0..=2 => {

@@ -12,10 +12,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::{
-    entry_header, parse_entry, u64_at, Entries, SnapshotWriter, CHECKSUM, ENTRY_HEADER, SNAPSHOT,
-    SNAPSHOT_MAGIC, VERSION,
-};
+use super::{entry_header, parse_entry, Entries, Header, SnapshotWriter, ENTRY_HEADER, SNAPSHOT};
 use crate::block::BLOCK_SIZE;
 use crate::store::slot_map::{SlotMap, SLOTTED};
 use crate::Error;
@@ -149,21 +146,15 @@ impl Stream {
         let mut header = vec![0; BLOCK_SIZE];
         file.read_exact_at(&mut header, 0)
             .map_err(|e| Error::io("reading", SNAPSHOT, e))?;
-        if &header[0..8] != SNAPSHOT_MAGIC
-            || u64_at(&header, CHECKSUM) != twox_hash::XxHash3_64::oneshot(&header[..CHECKSUM])
-            || u64_at(&header, 8) != VERSION
-        {
-            return Err(bad("snapshot header"));
-        }
-        if u64_at(&header, 16) != base {
+        let header = Header::check(&header).ok_or_else(|| bad("snapshot header"))?;
+        if header.base != base {
             return Err(bad("the records do not follow the snapshot"));
         }
-        let len = u64_at(&header, 32);
         Ok(Stream {
             file,
-            len,
-            blocks: len.div_ceil(BLOCK_SIZE as u64),
-            expected_sum: u64_at(&header, 40),
+            len: header.len,
+            blocks: header.len.div_ceil(BLOCK_SIZE as u64),
+            expected_sum: header.sum,
             read: 0,
             sums: Vec::new(),
             buf: Vec::new(),

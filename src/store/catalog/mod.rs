@@ -312,21 +312,40 @@ pub(super) fn records_since(dir: &Path, base: u64, durable: u64) -> Option<Vec<u
     read_log(dir, base, durable).map(|(payloads, ..)| payloads)
 }
 
+/// A snapshot's block 0 (layout in docs/format.md).
+struct Header {
+    base: u64,
+    seed: u64,
+    /// Body bytes, and the chained checksum of the body's blocks.
+    len: u64,
+    sum: u64,
+}
+
+impl Header {
+    /// The header in `block`, if its magic, version and checksum hold.
+    fn check(block: &[u8]) -> Option<Header> {
+        let valid = block.len() == BLOCK_SIZE
+            && &block[0..8] == SNAPSHOT_MAGIC
+            && u64_at(block, CHECKSUM) == twox_hash::XxHash3_64::oneshot(&block[..CHECKSUM])
+            && u64_at(block, 8) == VERSION;
+        valid.then(|| Header {
+            base: u64_at(block, 16),
+            seed: u64_at(block, 24),
+            len: u64_at(block, 32),
+            sum: u64_at(block, 40),
+        })
+    }
+}
+
 /// The snapshot's commit, seed and notes, if it is whole.
 fn read_snapshot(dir: &Path) -> Option<(u64, u64, Vec<u8>)> {
     let snapshot = std::fs::read(dir.join(SNAPSHOT)).ok()?;
-    let header = snapshot.get(..BLOCK_SIZE)?;
-    if &header[0..8] != SNAPSHOT_MAGIC
-        || u64_at(header, CHECKSUM) != twox_hash::XxHash3_64::oneshot(&header[..CHECKSUM])
-        || u64_at(header, 8) != VERSION
-    {
-        return None;
-    }
-    let (base, seed) = (u64_at(header, 16), u64_at(header, 24));
-    let len = usize::try_from(u64_at(header, 32)).ok()?;
+    let header = Header::check(snapshot.get(..BLOCK_SIZE)?)?;
+    let (base, seed) = (header.base, header.seed);
+    let len = usize::try_from(header.len).ok()?;
     let padded = len.checked_next_multiple_of(BLOCK_SIZE)?;
     let body = snapshot.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
-    if chained_sum(body.chunks(BLOCK_SIZE)) != u64_at(header, 40) {
+    if chained_sum(body.chunks(BLOCK_SIZE)) != header.sum {
         return None;
     }
     let mut bytes = snapshot;
