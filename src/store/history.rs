@@ -76,6 +76,12 @@ pub(super) fn load(dir: &Path, file: Arc<DataFile>, durable: u64) -> Result<Hist
 }
 
 /// Blocks `from..to` of the file at `path`.
+/// Blocks a rewrite copies per batch (a few in tests, so they copy several).
+#[cfg(not(test))]
+const COPY_BATCH: u64 = 256;
+#[cfg(test)]
+const COPY_BATCH: u64 = 3;
+
 fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let mut bytes = vec![0; ((to - from) as usize) * BLOCK_SIZE];
@@ -136,15 +142,21 @@ impl HistoryLog {
         let Some(first) = self.trim_point(keep_from) else {
             return Ok(());
         };
-        let kept = read_range(&dir.join(FILE), first, self.end)
-            .map_err(|e| Error::io("reading", FILE, e))?;
-        let kept = &kept[..];
         let file = Arc::new(open(&dir.join(NEW))?);
         let written = (|| {
             file.erase()?;
-            let blocks = framing::to_blocks(kept);
-            file.reserve(blocks.len() as u64)?;
-            write_blocks(io, &file, 0, blocks)?;
+            file.reserve(self.end - first)?;
+            // A batch at a time: the kept records are most of the history
+            // (about 175 MB at 2^24 accounts), and read whole, then copied
+            // into blocks, they sat beside the caches at once.
+            let mut at = first;
+            while at < self.end {
+                let to = self.end.min(at + COPY_BATCH);
+                let kept = read_range(&dir.join(FILE), at, to)
+                    .map_err(|e| Error::io("reading", FILE, e))?;
+                write_blocks(io, &file, at - first, framing::to_blocks(&kept))?;
+                at = to;
+            }
             file.sync()?;
             std::fs::rename(dir.join(NEW), dir.join(FILE))
                 .map_err(|e| Error::io("renaming", NEW, e))
