@@ -370,8 +370,9 @@ impl PageStore {
         plan.freed.sort_unstable_by_key(|f| f.0);
         let mut slots = self.slots.write();
         slots.space = plan.space;
-        // A replaced page moves in the index and is overwritten in the cache
-        // (the new version comes back from the write); a deleted one leaves both.
+        // A replaced page moves in the index and its new version (back from
+        // the write) is cached; a deleted one leaves both. Below the pinned
+        // levels the old version already left the cache when it was staged.
         let mut stored = stored.into_iter().peekable();
         for &(id, old) in &plan.freed {
             while let Some((new_id, slot, block)) = stored.next_if(|s| s.0 < id) {

@@ -75,13 +75,13 @@ pub(super) fn load(dir: &Path, file: Arc<DataFile>, durable: u64) -> Result<Hist
     })
 }
 
-/// Blocks `from..to` of the file at `path`.
 /// Blocks a rewrite copies per batch (a few in tests, so they copy several).
 #[cfg(not(test))]
 const COPY_BATCH: u64 = 256;
 #[cfg(test)]
 const COPY_BATCH: u64 = 3;
 
+/// Blocks `from..to` of the file at `path`.
 fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let mut bytes = vec![0; ((to - from) as usize) * BLOCK_SIZE];

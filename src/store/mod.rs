@@ -377,9 +377,14 @@ impl Store {
             return true;
         }
         let scanned = std::mem::take(&mut state.scanned);
-        let seqno = self.meta().seqno;
+        let durable = self.durable.read().clone();
+        // Sorted by target and slot, as the next fold streams it.
+        let Some(catalog) = catalog::from_scan(scanned, &durable.meta, &durable.map) else {
+            return false;
+        };
+        let source = catalog::Source::Catalog(&catalog);
         if self
-            .replace_snapshot(&mut state, seqno, catalog::Source::Notes(&scanned))
+            .replace_snapshot(&mut state, durable.meta.seqno, source)
             .is_ok()
         {
             state.usable = true;
@@ -397,49 +402,38 @@ impl Store {
             return;
         }
         let durable = self.durable.read().clone();
-        // The snapshot streams into the new one, with the records from RAM,
-        // else from the log.
+        // The snapshot streams into the new one, with the records since it
+        // from RAM, else from the log.
         let base = state.recent.base;
-        let in_ram = state.recent.payloads.is_some();
         let payloads = match state.recent.payloads.take() {
             Some(payloads) => Some(payloads),
             None => catalog::records_since(&self.dir, base, durable.meta.seqno).map(|p| vec![p]),
         };
-        if let Some(payloads) = payloads {
-            let lengths = SLOTTED.map(|t| durable.meta.lengths[t as usize]);
-            match catalog::Merge::new(base, payloads, lengths) {
-                Ok(merge) => {
-                    let source = catalog::Source::Merge(&merge, &durable.map);
-                    match self.replace_snapshot(&mut state, durable.meta.seqno, source) {
-                        Ok(()) => return,
-                        // Replaced, but the log was not emptied.
-                        Err(_) if state.recent.base != base => {
-                            state.fold_at = state.log_end * 2;
-                            return;
-                        }
-                        // Only records kept in RAM go back, for the fold
-                        // below; it reads the log itself otherwise.
-                        Err(_) => {
-                            state.recent.payloads = in_ram.then(|| merge.into_payloads());
-                        }
-                    }
+        let lengths = SLOTTED.map(|t| durable.meta.lengths[t as usize]);
+        if let Some(merge) = payloads.and_then(|p| catalog::Merge::new(base, p, lengths)) {
+            let source = catalog::Source::Merge(&merge, &durable.map);
+            match self.replace_snapshot(&mut state, durable.meta.seqno, source) {
+                Ok(()) => return,
+                // Replaced, but the log was not emptied.
+                Err(_) if state.recent.base != base => {
+                    state.fold_at = state.log_end * 2;
+                    return;
                 }
-                Err(payloads) => state.recent.payloads = in_ram.then_some(payloads),
+                Err(_) => {}
             }
         }
-        // Else the snapshot read whole, with the records from RAM or the log.
-        let folded = match state.recent.fold(&self.dir, &durable.meta, &durable.map) {
-            Some(c) => Some((state.seed, c)),
-            None => catalog::load(
-                &self.dir,
-                &self.log,
-                &durable.meta,
-                &durable.map,
-                state.seed,
-            )
-            .ok()
-            .and_then(|found| found.catalog.map(|c| (found.seed, c))),
-        };
+        // A snapshot the merge cannot use (written unsorted by an older
+        // build, or damaged), or a write that failed: read back whole, as
+        // open reads it.
+        let folded = catalog::load(
+            &self.dir,
+            &self.log,
+            &durable.meta,
+            &durable.map,
+            state.seed,
+        )
+        .ok()
+        .and_then(|found| found.catalog.map(|c| (found.seed, c)));
         let result = match folded {
             Some((seed, c)) if seed == state.seed => {
                 self.replace_snapshot(&mut state, durable.meta.seqno, catalog::Source::Catalog(&c))

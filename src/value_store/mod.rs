@@ -91,6 +91,9 @@ pub(crate) struct ValuePlan {
     previous_overflow: Vec<(usize, u32, ValueHash, u64)>,
 }
 
+/// A bucket block, or why the one read from the disk is not a bucket.
+type Checked = Result<Arc<BlockBuf>, Error>;
+
 /// Keys and values on disk, with the RAM directory.
 ///
 /// One writer: plan a commit, commit it, publish it (or drop the plan after a
@@ -168,17 +171,14 @@ impl ValueStore {
     }
 
     /// The blocks of `slots`, from the cache where it has them, each with whether
-    /// it came from the disk. The caller checks that they are committed ones
-    /// (the generation), then [`bucket::verify`]s those from the disk, before
-    /// using or caching them: a slot a publish freed may hold anything.
-    fn read_buckets(
-        &self,
-        store: &Store,
-        slots: &[u32],
-    ) -> Result<Vec<(Arc<BlockBuf>, bool)>, Error> {
-        let mut found: Vec<Option<(Arc<BlockBuf>, bool)>> = slots
+    /// it came from the disk; one from the disk that fails [`bucket::verify`]
+    /// is that error instead. The caller checks that they are committed ones
+    /// (the generation) before using or caching them: a slot a publish freed
+    /// may hold anything, so a failed check there means looking again.
+    fn read_buckets(&self, store: &Store, slots: &[u32]) -> Result<Vec<(Checked, bool)>, Error> {
+        let mut found: Vec<Option<(Checked, bool)>> = slots
             .iter()
-            .map(|s| self.cache.get(s).map(|b| (b, false)))
+            .map(|s| self.cache.get(s).map(|b| (Ok(b), false)))
             .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
         self.hits
@@ -191,9 +191,21 @@ impl ValueStore {
             many => store.read_blocks(Target::Buckets, many.iter().map(|&i| slots[i] as u64))?,
         };
         for (i, block) in missing.into_iter().zip(blocks) {
-            found[i] = Some((Arc::new(block), true));
+            let checked = bucket::verify(&block)
+                .map(|()| Arc::new(block))
+                .map_err(|e| e.at("buckets", slots[i] as u64));
+            found[i] = Some((checked, true));
         }
         Ok(found.into_iter().flatten().collect())
+    }
+
+    /// The committed bucket at `slot`, from the cache or verified from the
+    /// disk, not cached: for a plan, under the state's read lock.
+    fn read_one(&self, store: &Store, slot: u32) -> Result<Arc<BlockBuf>, Error> {
+        let mut read = self.read_buckets(store, &[slot])?;
+        read.pop()
+            .ok_or(Error::Internal("a bucket read answered nothing"))?
+            .0
     }
 
     /// Keys stored.
@@ -245,17 +257,14 @@ impl ValueStore {
                 continue;
             }
             let mut result = Ok(());
-            for (slot, (block, from_disk)) in slots.iter().zip(&blocks) {
+            for (slot, (block, from_disk)) in slots.iter().zip(blocks) {
                 result = result.and_then(|()| {
-                    if *from_disk {
-                        bucket::verify(block)?;
-                        if keep {
-                            self.cache.insert(*slot, block.clone());
-                        }
+                    let block = block?;
+                    if from_disk && keep {
+                        self.cache.insert(*slot, block.clone());
                     }
-                    f(block)
+                    f(&block).map_err(|e| e.at("buckets", *slot as u64))
                 });
-                result = result.map_err(|e| e.at("buckets", *slot as u64));
             }
             return result;
         }
@@ -474,8 +483,8 @@ impl ValueStore {
             // The trie update that follows rebuilds elided subtrees from these
             // same buckets. They are the published ones: no publish runs
             // beside a plan (one writer).
+            let block = block?;
             if from_disk {
-                bucket::verify(&block).map_err(|e| e.at("buckets", slot as u64))?;
                 self.cache.insert(slot, block.clone());
             }
             read.insert(slot, block);
@@ -483,6 +492,7 @@ impl ValueStore {
 
         // Buckets are rewritten in runs of adjacent ones, so that a bucket left
         // nearly empty merges with the next, and one overflowing can share with it.
+        let neighbour = |slot| self.read_one(store, slot);
         let mut run = Run::default();
         // One bucket's entries before the changes, reused from bucket to bucket.
         let mut old = Vec::new();
@@ -496,7 +506,7 @@ impl ValueStore {
             }
             if let (Some(last), Some((min, _))) = (run.last, bucket) {
                 if state.dir.successor(&last).map(|s| s.0) != Some(min) {
-                    plan.flush(&mut run, store, &state.dir, None)?;
+                    plan.flush(&mut run, &neighbour, &state.dir, None)?;
                 }
             }
             old.clear();
@@ -510,14 +520,14 @@ impl ValueStore {
             plan.merge(&mut old, &changes[i..j], &mut run.entries);
             let next_changed = homes.get(j).copied().flatten().map(|(min, _)| min);
             if !run.is_small() || run.last.is_none() {
-                plan.flush(&mut run, store, &state.dir, next_changed)?;
+                plan.flush(&mut run, &neighbour, &state.dir, next_changed)?;
             }
             if plan.writes.len() >= WRITE_CHUNK {
                 early(&mut plan)?;
             }
             i = j;
         }
-        plan.flush(&mut run, store, &state.dir, None)?;
+        plan.flush(&mut run, &neighbour, &state.dir, None)?;
         // Space is released only at publish, so these still hold the old values.
         for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
             plan.previous[i].1 = Some(overflow::read(store, len, &hash, start)?);
@@ -667,7 +677,7 @@ impl ValuePlan {
     fn flush(
         &mut self,
         run: &mut Run,
-        store: &Store,
+        neighbour: &dyn Fn(u32) -> Result<Arc<BlockBuf>, Error>,
         dir: &Directory,
         next_changed: Option<KeyPath>,
     ) -> Result<(), Error> {
@@ -678,10 +688,9 @@ impl ValuePlan {
         if run.is_small() || bytes > PAYLOAD {
             if let Some((min, slot)) = run.last.and_then(|last| dir.successor(&last)) {
                 if Some(min) != next_changed {
-                    let block = store.read(Target::Buckets, slot as u64)?;
-                    let at = |e: Error| e.at("buckets", slot as u64);
-                    bucket::verify(&block).map_err(at)?;
-                    run.entries.extend(bucket::decode(&block).map_err(at)?);
+                    let block = neighbour(slot)?;
+                    let decoded = bucket::decode(&block).map_err(|e| e.at("buckets", slot as u64));
+                    run.entries.extend(decoded?);
                     run.take(min, slot);
                 }
             }

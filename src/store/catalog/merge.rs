@@ -3,8 +3,9 @@
 //! snapshot. Reading the old snapshot whole held it beside everything else
 //! while a fold ran (381 MB at 2^27 accounts, 57 MB at 2^24).
 //!
-//! It needs a snapshot sorted by target, then slot, as every fold writes one;
-//! one written from a scan may not be, and is then folded the whole way.
+//! It needs a snapshot sorted by target, then slot, as every snapshot is
+//! written now; one an older build wrote from a scan may not be, and is then
+//! folded the whole way.
 //! Anything it cannot use (a damaged or unsorted snapshot, a used slot
 //! without a note) fails the write before the new snapshot replaces the old.
 
@@ -12,71 +13,38 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::{entry_header, parse_entry, Entries, Header, SnapshotWriter, ENTRY_HEADER, SNAPSHOT};
+use super::{
+    entry_header, newest_notes, parse_entry, Header, Place, SnapshotWriter, ENTRY_HEADER, NONE,
+    SNAPSHOT, VOID,
+};
 use crate::block::BLOCK_SIZE;
 use crate::store::slot_map::{SlotMap, SLOTTED};
 use crate::Error;
 
 /// Snapshot blocks read per batch.
 const READ_BATCH: usize = 256;
-/// No record names the slot.
-const NONE: u32 = u32::MAX;
-/// The slot's newest record note is empty: no note serves it.
-const VOID: u32 = u32::MAX - 1;
 
 /// The records since the snapshot of commit `base`, ready to merge into it.
 pub(in crate::store) struct Merge {
     base: u64,
     payloads: Vec<Vec<u8>>,
-    /// Per slot of each slotted target: the newest record note as (payload,
-    /// length, start), or [`NONE`], or [`VOID`].
-    latest: [Vec<(u32, u32, u64)>; 2],
+    /// Each slot's newest record note, as [`newest_notes`] finds them.
+    latest: [Vec<Place>; 2],
 }
 
 impl Merge {
     /// Indexes `payloads` (the records after the snapshot of `base`, in commit
-    /// order) for files of `lengths` slots; gives them back if one does not parse.
+    /// order) for files of `lengths` slots; `None` if one does not parse.
     pub(in crate::store) fn new(
         base: u64,
         payloads: Vec<Vec<u8>>,
         lengths: [u64; 2],
-    ) -> Result<Merge, Vec<Vec<u8>>> {
-        let mut latest: [Vec<(u32, u32, u64)>; 2] = Default::default();
-        for (t, len) in lengths.into_iter().enumerate() {
-            match usize::try_from(len) {
-                Ok(len) => latest[t] = vec![(NONE, 0, 0); len],
-                Err(_) => return Err(payloads),
-            }
-        }
-        for (c, payload) in payloads.iter().enumerate() {
-            for entry in (Entries {
-                buf: payload,
-                at: 0,
-            }) {
-                let Ok((start, target, slot, note)) = entry else {
-                    return Err(payloads);
-                };
-                let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
-                    continue;
-                };
-                if let Some(place) = latest[t].get_mut(slot as usize) {
-                    *place = match note.len() {
-                        0 => (VOID, 0, 0),
-                        len => (c as u32, len as u32, start as u64),
-                    };
-                }
-            }
-        }
-        Ok(Merge {
+    ) -> Option<Merge> {
+        Some(Merge {
             base,
+            latest: newest_notes(&payloads, lengths)?,
             payloads,
-            latest,
         })
-    }
-
-    /// The records, for a fold that reads the snapshot whole after this one failed.
-    pub(in crate::store) fn into_payloads(self) -> Vec<Vec<u8>> {
-        self.payloads
     }
 
     /// Writes the newest note of every slot `map` uses to `out`: the record's
@@ -243,7 +211,7 @@ impl Stream {
 mod tests {
     use std::sync::Arc;
 
-    use super::super::{fold, read_snapshot, write_snapshot, Notes, Source};
+    use super::super::{fold, from_scan, read_snapshot, write_snapshot, Notes, Source};
     use super::*;
     use crate::io::{DataFile, Io, IoBackend};
     use crate::store::{Meta, Target};
@@ -310,9 +278,7 @@ mod tests {
         ] {
             map.set(t, s, true);
         }
-        let merge = Merge::new(3, payloads.clone(), [8, 8])
-            .map_err(|_| ())
-            .unwrap();
+        let merge = Merge::new(3, payloads.clone(), [8, 8]).unwrap();
         snapshot(dir.path(), &io, 5, Source::Merge(&merge, &map));
         let streamed = notes_on_disk(dir.path(), &map, lengths);
 
@@ -337,9 +303,7 @@ mod tests {
         // A used slot whose newest note is empty cannot be served.
         let mut three = Notes::default();
         three.add(Target::Buckets, 4, |_| {});
-        let voided = Merge::new(5, vec![three.buf], [8, 8])
-            .map_err(|_| ())
-            .unwrap();
+        let voided = Merge::new(5, vec![three.buf], [8, 8]).unwrap();
         let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
         let source = Source::Merge(&voided, &map);
         assert!(write_snapshot(dir.path(), &io, file, 6, 7, source).is_err());
@@ -354,14 +318,26 @@ mod tests {
         let mut map = SlotMap::default();
         map.set(Target::Pages, 1, true);
         map.set(Target::Pages, 2, true);
-        // A scan may note slots out of order.
+        // A scan notes slots in the order the stores open, as an older
+        // build wrote them.
         let mut unsorted = Notes::default();
         note(&mut unsorted, Target::Pages, 2, "p2");
         note(&mut unsorted, Target::Pages, 1, "p1");
         snapshot(dir.path(), &io, 1, Source::Notes(&unsorted));
-        let merge = Merge::new(1, Vec::new(), [8, 8]).map_err(|_| ()).unwrap();
+        let merge = Merge::new(1, Vec::new(), [8, 8]).unwrap();
         let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
         assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).is_err());
+        // Written through `from_scan`, as open writes it now, it streams.
+        let meta = Meta {
+            lengths: [8, 8, 0],
+            ..Meta::default()
+        };
+        let scanned = from_scan(unsorted, &meta, &map).unwrap();
+        snapshot(dir.path(), &io, 1, Source::Catalog(&scanned));
+        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
+        write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).unwrap();
+        let streamed = notes_on_disk(dir.path(), &map, [8, 8, 0]);
+        assert_eq!(streamed.len(), 2);
 
         // Sorted, then one byte of its body flipped: the checksum says so.
         let mut sorted = Notes::default();
@@ -375,7 +351,7 @@ mod tests {
         let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
         assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).is_err());
         // Records of another snapshot's commit do not merge into this one.
-        let other = Merge::new(9, Vec::new(), [8, 8]).map_err(|_| ()).unwrap();
+        let other = Merge::new(9, Vec::new(), [8, 8]).unwrap();
         let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
         assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&other, &map)).is_err());
     }

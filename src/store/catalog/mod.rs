@@ -172,23 +172,6 @@ impl Recent {
         self.len += payload.len();
         payloads.push(payload);
     }
-
-    /// The catalog of `durable`: the snapshot read back, with these records
-    /// over it, which it takes (a fold restarts them, or gives the catalog
-    /// up); `None` if the snapshot is not the one they follow, or anything
-    /// fails.
-    pub(super) fn fold(&mut self, dir: &Path, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
-        let payloads = self.payloads.take()?;
-        let (base, _, snapshot) = read_snapshot(dir)?;
-        if base != self.base {
-            return None;
-        }
-        fold(
-            std::iter::once(snapshot).chain(payloads).collect(),
-            durable,
-            map,
-        )
-    }
 }
 
 /// What open found of the catalog.
@@ -354,38 +337,47 @@ fn read_snapshot(dir: &Path) -> Option<(u64, u64, Vec<u8>)> {
     Some((base, seed, bytes))
 }
 
-/// The newest note of each used slot in `chunks` (notes in commit order);
-/// `None` if a used slot has none.
-fn fold(chunks: Vec<Vec<u8>>, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
-    // Per slot: (chunk, note length, start), chunk NONE for no note; 16
-    // bytes, as this is one per slot of both files (4.6 million at 2^27).
-    const NONE: u32 = u32::MAX;
-    let mut latest: [Vec<(u32, u32, u64)>; 2] = Default::default();
-    for (t, target) in SLOTTED.iter().enumerate() {
-        let len = usize::try_from(durable.lengths[*target as usize]).ok()?;
-        latest[t] = vec![(NONE, 0, 0); len];
+/// Where a slot's newest note lies: (chunk, length, start), or [`NONE`] if no
+/// note names the slot, or [`VOID`] if the newest is empty (no note serves it).
+type Place = (u32, u32, u64);
+const NONE: u32 = u32::MAX;
+const VOID: u32 = u32::MAX - 1;
+
+/// Each slot's newest note in `chunks` (notes in commit order), per slot of
+/// files of `lengths` slots (pages, buckets; 16 bytes a slot: 4.6 million
+/// slots at 2^27); `None` if an entry does not parse.
+fn newest_notes(chunks: &[Vec<u8>], lengths: [u64; 2]) -> Option<[Vec<Place>; 2]> {
+    let mut latest: [Vec<Place>; 2] = Default::default();
+    for (t, len) in lengths.into_iter().enumerate() {
+        latest[t] = vec![(NONE, 0, 0); usize::try_from(len).ok()?];
     }
     for (c, chunk) in chunks.iter().enumerate() {
-        let c = u32::try_from(c).ok().filter(|&c| c != NONE)?;
+        let c = u32::try_from(c).ok().filter(|&c| c < VOID)?;
         for entry in (Entries { buf: chunk, at: 0 }) {
             let (start, target, slot, note) = entry.ok()?;
             let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
                 continue;
             };
             if let Some(place) = latest[t].get_mut(slot as usize) {
-                let len = u32::try_from(note.len()).ok()?;
-                *place = match len {
-                    0 => (NONE, 0, 0),
+                *place = match u32::try_from(note.len()).ok()? {
+                    0 => (VOID, 0, 0),
                     len => (c, len, start as u64),
                 };
             }
         }
     }
+    Some(latest)
+}
+
+/// The newest note of each used slot in `chunks` (notes in commit order);
+/// `None` if a used slot has none.
+fn fold(chunks: Vec<Vec<u8>>, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
+    let latest = newest_notes(&chunks, SLOTTED.map(|t| durable.lengths[t as usize]))?;
     let mut notes: [Vec<(u32, u32, usize, usize)>; 2] = Default::default();
     for (t, target) in SLOTTED.iter().enumerate() {
         for slot in map.used(*target) {
             let (chunk, len, start) = *latest[t].get(slot as usize)?;
-            if chunk == NONE {
+            if chunk == NONE || chunk == VOID {
                 return None;
             }
             let start = usize::try_from(start).ok()?;
@@ -454,8 +446,17 @@ pub(super) fn record(
     Ok((blocks, payload.buf))
 }
 
+/// The catalog of the notes a scan of every used block made, sorted by
+/// target and slot as every snapshot is written; `None` if a used slot has none.
+pub(super) fn from_scan(notes: Notes, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
+    fold(vec![notes.buf], durable, map)
+}
+
 /// Where a snapshot's notes come from.
 pub(super) enum Source<'a> {
+    /// Notes as they are, in any order: how a scan's snapshot was written
+    /// before folds streamed (tests make such snapshots).
+    #[cfg(test)]
     Notes(&'a Notes),
     Catalog(&'a Catalog),
     /// The snapshot on disk merged with the records in RAM, for the slots
@@ -483,6 +484,7 @@ pub(super) fn write_snapshot(
         len: 0,
     };
     match source {
+        #[cfg(test)]
         Source::Notes(notes) => out.push(&notes.buf)?,
         Source::Merge(merge, map) => merge.write(dir, map, &mut out)?,
         Source::Catalog(catalog) => {
