@@ -308,7 +308,9 @@ impl Shared {
 /// has grown enough, off the committing thread: a fold (about half a second
 /// at 2^24 accounts) then overlaps the next block's execution. It holds the
 /// store's commit lock as a fold on the committing thread did, so a commit
-/// that comes first waits for it. It stops when the Db closes.
+/// that comes first waits for it. After each commit it also returns the
+/// heap memory the commit freed ([`return_freed_memory`]). It stops when the
+/// Db closes.
 fn start_folding(
     shared: std::sync::Weak<Shared>,
     folds: crossbeam_channel::Receiver<()>,
@@ -321,8 +323,24 @@ fn start_folding(
                     return;
                 };
                 shared.store.maybe_fold();
+                drop(shared);
+                return_freed_memory();
             }
         })
+}
+
+/// Hands the heap memory a commit freed back to the system. glibc keeps
+/// what the commit's threads freed in their arenas, resident, and the next
+/// commit's allocations do not fit all of it: over a long run at 2^24
+/// accounts about 200 MB of freed heap stayed resident and raised peak RSS
+/// by 150 MB. Trimming costs tens of milliseconds, here beside the next
+/// block's execution, which waits on reads, not on the committing thread.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only returns free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 impl Shared {
