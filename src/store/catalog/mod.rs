@@ -161,7 +161,7 @@ impl Recent {
     }
 
     /// Adds the payload of the next commit's record.
-    pub(super) fn push(&mut self, payload: Vec<u8>) {
+    pub(super) fn push(&mut self, mut payload: Vec<u8>) {
         let Some(payloads) = &mut self.payloads else {
             return;
         };
@@ -170,6 +170,10 @@ impl Recent {
             return;
         }
         self.len += payload.len();
+        // Grown by appending the plans' notes, it had a third more room than
+        // bytes (about 10 MB a commit at 2^24 accounts, kept until a fold);
+        // shrinking a heap block in place frees the rest without a copy.
+        payload.shrink_to_fit();
         payloads.push(payload);
     }
 }
