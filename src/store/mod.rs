@@ -13,6 +13,7 @@
 //! value store build on it.
 
 mod catalog;
+mod chained_sum;
 mod framing;
 mod history;
 mod meta;

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use super::chained_sum::ChainedSum;
 use super::{Meta, Target, TARGETS};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{DataFile, Io, Op};
@@ -217,13 +218,9 @@ pub(crate) fn read(
     Ok(Some((meta, map)))
 }
 
-/// xxh3 over the concatenated xxh3 of each block.
+/// The chained checksum of `blocks`.
 fn chained_sum(blocks: &[BlockBuf]) -> u64 {
-    let sums: Vec<u8> = blocks
-        .iter()
-        .flat_map(|b| b.checksum(BLOCK_SIZE).to_le_bytes())
-        .collect();
-    twox_hash::XxHash3_64::oneshot(&sums)
+    ChainedSum::of(blocks.iter().map(|b| &b.0[..]))
 }
 
 #[cfg(test)]

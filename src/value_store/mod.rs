@@ -163,9 +163,14 @@ impl ValueStore {
     /// Caches a bucket prefetched from `slot` at `generation` if it is still the
     /// committed one.
     pub(crate) fn offer(&self, slot: u32, generation: u64, block: BlockBuf) {
+        // A bad block is left for the read that needs it to report. Checked
+        // before the lock, which a publish waits on.
+        if bucket::verify(&block).is_err() {
+            return;
+        }
+        // Held while caching, so no publish frees the slot in between.
         let state = self.state.read();
-        // A bad block is left for the read that needs it to report.
-        if state.published.is_current(generation) && bucket::verify(&block).is_ok() {
+        if state.published.is_current(generation) {
             self.cache.insert(slot, Arc::new(block));
         }
     }

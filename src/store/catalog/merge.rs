@@ -18,6 +18,7 @@ use super::{
     SNAPSHOT, VOID,
 };
 use crate::block::BLOCK_SIZE;
+use crate::store::chained_sum::ChainedSum;
 use crate::store::slot_map::{SlotMap, SLOTTED};
 use crate::Error;
 
@@ -95,9 +96,9 @@ struct Stream {
     len: u64,
     blocks: u64,
     expected_sum: u64,
-    /// Body blocks read so far, and their checksums.
+    /// Body blocks read so far, and their checksum.
     read: u64,
-    sums: Vec<u8>,
+    sum: ChainedSum,
     /// Bytes read and not yet parsed start at `buf[at]`, body offset `offset`.
     buf: Vec<u8>,
     at: usize,
@@ -124,7 +125,7 @@ impl Stream {
             blocks: header.len.div_ceil(BLOCK_SIZE as u64),
             expected_sum: header.sum,
             read: 0,
-            sums: Vec::new(),
+            sum: ChainedSum::default(),
             buf: Vec::new(),
             at: 0,
             offset: 0,
@@ -149,8 +150,7 @@ impl Stream {
             .read_exact_at(&mut self.buf[from..], at)
             .map_err(|e| Error::io("reading", SNAPSHOT, e))?;
         for block in self.buf[from..].chunks(BLOCK_SIZE) {
-            let sum = twox_hash::XxHash3_64::oneshot(block);
-            self.sums.extend_from_slice(&sum.to_le_bytes());
+            self.sum.add(block);
         }
         self.read += n as u64;
         Ok(true)
@@ -199,8 +199,7 @@ impl Stream {
             self.buf.clear();
             self.at = 0;
         }
-        // The chained sum of the body: xxh3 over each block's xxh3.
-        match twox_hash::XxHash3_64::oneshot(&self.sums) == self.expected_sum {
+        match self.sum.finish() == self.expected_sum {
             true => Ok(()),
             false => Err(Error::corrupt("snapshot checksum").at("catalog", 0)),
         }

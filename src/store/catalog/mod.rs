@@ -19,6 +19,7 @@ mod merge;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::chained_sum::ChainedSum;
 use super::framing::{self, to_blocks};
 use super::slot_map::{SlotMap, SLOTTED};
 use super::{write_blocks, Meta, Target};
@@ -332,7 +333,7 @@ fn read_snapshot(dir: &Path) -> Option<(u64, u64, Vec<u8>)> {
     let len = usize::try_from(header.len).ok()?;
     let padded = len.checked_next_multiple_of(BLOCK_SIZE)?;
     let body = snapshot.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
-    if chained_sum(body.chunks(BLOCK_SIZE)) != header.sum {
+    if ChainedSum::of(body.chunks(BLOCK_SIZE)) != header.sum {
         return None;
     }
     let mut bytes = snapshot;
@@ -394,14 +395,6 @@ fn fold(chunks: Vec<Vec<u8>>, durable: &Meta, map: &SlotMap) -> Option<Catalog> 
         }
     }
     Some(Catalog { chunks, notes })
-}
-
-/// xxh3 over the concatenated xxh3 of each block of `blocks` (whole blocks).
-fn chained_sum<'a>(blocks: impl Iterator<Item = &'a [u8]>) -> u64 {
-    let sums: Vec<u8> = blocks
-        .flat_map(|b| twox_hash::XxHash3_64::oneshot(b).to_le_bytes())
-        .collect();
-    twox_hash::XxHash3_64::oneshot(&sums)
 }
 
 /// The little-endian u64 at `at` of `bytes` (which has it).
@@ -484,7 +477,7 @@ pub(super) fn write_snapshot(
         file: &file,
         pending: Vec::with_capacity(BLOCK_SIZE * WRITE_BATCH),
         next: 1,
-        sums: Vec::new(),
+        sum: ChainedSum::default(),
         len: 0,
     };
     match source {
@@ -507,7 +500,7 @@ pub(super) fn write_snapshot(
     header.put_u64(16, seqno);
     header.put_u64(24, seed);
     header.put_u64(32, out.len);
-    header.put_u64(40, twox_hash::XxHash3_64::oneshot(&out.sums));
+    header.put_u64(40, out.sum.finish());
     let sum = header.checksum(CHECKSUM);
     header.put_u64(CHECKSUM, sum);
     let blocks = out.next;
@@ -539,8 +532,8 @@ struct SnapshotWriter<'a> {
     pending: Vec<u8>,
     /// The block the pending bytes start at.
     next: u64,
-    /// The checksum of each block written.
-    sums: Vec<u8>,
+    /// The body's checksum, over the blocks written.
+    sum: ChainedSum,
     len: u64,
 }
 
@@ -563,8 +556,7 @@ impl SnapshotWriter<'_> {
         self.pending.resize(self.pending.len().max(whole), 0);
         let blocks = to_blocks(&self.pending[..whole]);
         for b in &blocks {
-            self.sums
-                .extend_from_slice(&b.checksum(BLOCK_SIZE).to_le_bytes());
+            self.sum.add(&b.0);
         }
         let n = blocks.len() as u64;
         self.file.reserve(self.next + n)?;
