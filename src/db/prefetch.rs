@@ -181,7 +181,7 @@ impl Fetcher {
             return;
         }
         match wanted {
-            Wanted::Page(id, generation) => shared.pages.offer(&id, generation, done.block),
+            Wanted::Page(id, generation) => shared.pages.offer(&id, slot, generation, done.block),
             Wanted::Bucket(generation) => shared.values.offer(slot, generation, done.block),
         }
     }

@@ -192,8 +192,8 @@ impl PageStore {
     }
 
     /// Reads up to `batch` of the pages an open from the catalog left out of
-    /// the cache into it; false once none are left. Pages a commit replaced
-    /// meanwhile are skipped, never cached.
+    /// the cache into it; false once none are left. A page a commit moved
+    /// meanwhile is skipped, never cached from the slot it left.
     pub(crate) fn warm(&self, store: &Store, batch: usize) -> Result<bool, Error> {
         let chunk: Vec<(PageId, u32)> = {
             let mut to_warm = self.to_warm.lock();
@@ -205,18 +205,32 @@ impl PageStore {
         }
         let generation = self.slots.read().published.generation();
         let blocks = store.read_blocks(Target::Pages, chunk.iter().map(|&(_, s)| s as u64))?;
-        let slots = self.slots.read();
-        if slots.published.is_current(generation) {
-            for (&(id, _), block) in chunk.iter().zip(blocks) {
-                let page = Page::from_block(block);
-                if !self.cache.contains(&id)
-                    && matches!(page.verified_id(), Ok(found) if found == id)
-                {
-                    self.cache.insert(id, Arc::new(page));
-                }
+        for (&(id, slot), block) in chunk.iter().zip(blocks) {
+            let page = Page::from_block(block);
+            if !self.cache.contains(&id) && is_page(&page, &id) {
+                self.cache_read(&id, slot, generation, Arc::new(page));
             }
         }
         Ok(true)
+    }
+
+    /// Caches page `id`, read from `slot` while `generation` was published,
+    /// if that slot still holds `id`'s committed version; returns whether it
+    /// did. Every block read by slot enters the cache through here: a page's
+    /// old slot keeps its old version, intact, until a later commit reuses
+    /// it, so a block that names itself `id` is not enough.
+    fn cache_read(&self, id: &PageId, slot: u32, generation: u64, page: Arc<Page>) -> bool {
+        // Publishing takes the write lock, so under this read lock an
+        // unchanged generation means no commit published since the read
+        // began, and a commit writes only slots the published state does
+        // not use: `slot` held then what the index says it holds now.
+        let slots = self.slots.read();
+        let current =
+            slots.published.is_current(generation) && slots.index.candidates(id).any(|s| s == slot);
+        if current {
+            self.cache.insert(*id, page);
+        }
+        current
     }
 
     /// What prefetching page `id` takes.
@@ -232,17 +246,12 @@ impl PageStore {
         }
     }
 
-    /// Caches a block prefetched at `generation` if it is page `id` and still
-    /// the committed one.
-    pub(crate) fn offer(&self, id: &PageId, generation: u64, block: BlockBuf) {
+    /// Caches a block prefetched from `slot` at `generation` if it is page
+    /// `id`'s committed version.
+    pub(crate) fn offer(&self, id: &PageId, slot: u32, generation: u64, block: BlockBuf) {
         let page = Page::from_block(block);
-        if !matches!(page.verified_id(), Ok(found) if found == *id) {
-            return;
-        }
-        let slots = self.slots.read();
-        if slots.published.is_current(generation) {
+        if is_page(&page, id) && self.cache_read(id, slot, generation, Arc::new(page)) {
             self.prefetched.fetch_add(1, Ordering::Relaxed);
-            self.cache.insert(*id, Arc::new(page));
         }
     }
 
@@ -270,23 +279,21 @@ impl PageStore {
                 .iter()
                 .map(|&slot| (slot, store.read(Target::Pages, slot as u64)))
                 .collect();
-            // Publishing takes the write lock, so under this read lock the
-            // generation tells whether the slots read were current: a commit
-            // writes only slots the published state does not use.
-            let slots = self.slots.read();
-            if !slots.published.is_current(generation) {
-                continue;
-            }
             let found = find(&candidates, id, |slot| {
                 read.remove(&slot)
                     .unwrap_or(Err(Error::corrupt("page slot read twice")))
                     .map(|b| Arc::new(Page::from_block(b)))
-            })?;
-            let page = found.map(|(_, page)| page);
-            if let Some(page) = &page {
-                self.cache.insert(*id, page.clone());
+            });
+            let current = match &found {
+                Ok(Some((slot, page))) => self.cache_read(id, *slot, generation, page.clone()),
+                // Absent, or damaged, as of the generation read at.
+                Ok(None) | Err(_) => self.slots.read().published.is_current(generation),
+            };
+            // Otherwise a commit published meanwhile: what was read may be
+            // stale, or a slot being rewritten.
+            if current {
+                return found.map(|f| f.map(|(_, page)| page));
             }
-            return Ok(page);
         }
     }
 
@@ -424,6 +431,11 @@ impl PageStore {
         Ok(found.map(|(slot, _)| slot))
     }
 }
+/// Whether `page` is intact and names itself `id`.
+fn is_page(page: &Page, id: &PageId) -> bool {
+    matches!(page.verified_id(), Ok(found) if found == *id)
+}
+
 /// A page's catalog note: its id.
 fn note(id: &PageId, out: &mut Vec<u8>) {
     out.extend_from_slice(&id.encode());

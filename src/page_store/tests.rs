@@ -3,7 +3,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{PagePlan, PageStore};
+use super::{Fetch, PagePlan, PageStore};
 use crate::store::{Batch, Store, StoreConfig, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
@@ -427,4 +427,58 @@ fn shared(changes: Vec<(PageId, Option<Page>)>) -> Vec<(PageId, Option<Arc<Page>
         .into_iter()
         .map(|(id, page)| (id, page.map(Arc::new)))
         .collect()
+}
+
+/// The slot of stored page `id` in the published state.
+fn slot_of(pages: &PageStore, id: &PageId) -> u32 {
+    let slots = pages.slots.read();
+    let found: Vec<u32> = slots.index.candidates(id).collect();
+    assert_eq!(found.len(), 1, "page {id:?} has one candidate slot");
+    found[0]
+}
+
+#[test]
+fn the_warmer_never_caches_a_page_from_the_slot_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = page_id(3); // level 4: never pinned
+    {
+        let (store, pages) = open(dir.path(), 50);
+        // Writes the catalog the next open indexes from.
+        store.finish_open();
+        commit(&store, &pages, vec![(id, Some(page(&id, 1)))]).unwrap();
+    }
+    // Opened from the catalog: the page waits to be warmed from its slot.
+    let (store, pages) = open(dir.path(), 50);
+    let old = slot_of(&pages, &id);
+    assert_eq!(*pages.to_warm.lock(), vec![(id, old)]);
+    // A commit moves it and frees the old slot, which keeps the old
+    // version until reused; cache churn then evicts the new version.
+    commit(&store, &pages, vec![(id, Some(page(&id, 2)))]).unwrap();
+    assert_ne!(slot_of(&pages, &id), old);
+    pages.cache.release(&id);
+    while pages.warm(&store, 256).unwrap() {}
+    assert!(!pages.cache.contains(&id), "the old version was cached");
+    assert_eq!(pages.get(&store, &id).unwrap().unwrap().node(5)[0], 2);
+}
+
+#[test]
+fn a_prefetched_block_from_a_page_s_old_slot_is_not_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, pages) = open(dir.path(), 50);
+    let id = page_id(3);
+    commit(&store, &pages, vec![(id, Some(page(&id, 1)))]).unwrap();
+    let old = slot_of(&pages, &id);
+    commit(&store, &pages, vec![(id, Some(page(&id, 2)))]).unwrap();
+    pages.cache.release(&id);
+    let Fetch::Read(generation, slots) = pages.fetch_plan(&id) else {
+        panic!("page {id:?} neither cached nor absent");
+    };
+    assert!(!slots.contains(&old));
+    // The old slot, read at the current generation, still holds version 1.
+    let block = store.read(Target::Pages, old as u64).unwrap();
+    pages.offer(&id, old, generation, block);
+    assert!(!pages.cache.contains(&id), "the old version was cached");
+    let block = store.read(Target::Pages, slots[0] as u64).unwrap();
+    pages.offer(&id, slots[0], generation, block);
+    assert_eq!(pages.cache.get(&id).unwrap().node(5)[0], 2);
 }
