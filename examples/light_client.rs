@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         session.write(hash_value(&i.to_le_bytes()), Some(vec![1; 8]));
     }
     session.commit()?;
-    let trusted_root = db.root();
+    let trusted_root = db.root()?;
 
     let (present, absent) = (hash_value(&5u32.to_le_bytes()), [0xab; 32]);
     let session = db.begin_session();

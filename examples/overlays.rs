@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{} accounts committed, root {}",
         args.accounts,
-        hex(&db.root())
+        hex(&db.root()?)
     );
 
     // Block 1: consensus has not decided yet, but block 2 must be built on it.
@@ -93,8 +93,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     a.commit()?;
     println!(
         "committed 2a: block 1 committed {}, root {}",
-        parent.is_committed(),
-        hex(&db.root())
+        parent.is_committed()?,
+        hex(&db.root()?)
     );
     match b.commit() {
         Err(Error::StaleSession) => {
@@ -143,7 +143,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "committed the tip (and the {} below it) in {:.2?}: root {}",
         args.chain - 1,
         started.elapsed(),
-        hex(&db.root())
+        hex(&db.root()?)
     );
     Ok(())
 }

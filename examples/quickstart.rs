@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let db = Db::open(Options::new(&dir))?;
-    println!("opened {} at root {}", dir.display(), hex(&db.root()));
+    println!("opened {} at root {}", dir.display(), hex(&db.root()?));
 
     // One block: a thousand accounts, keyed by the hash of their number.
     let key = |i: u64| hash_value(&i.to_be_bytes());
@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Committed values are durable: reopen and read them back.
     drop(db);
     let db = Db::open(Options::new(&dir))?;
-    assert_eq!(db.root(), out.root);
+    assert_eq!(db.root()?, out.root);
     assert_eq!(db.read(&key(1001))?, Some(70u64.to_le_bytes().to_vec()));
     assert_eq!(db.read(&key(7))?, Some(0u64.to_le_bytes().to_vec()));
     println!("reopened at the same root; balances read back");

@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("committed blocks 1 to 3; head {}", hex(&b3));
     println!(
         "retained roots: {:?}",
-        db.roots().iter().map(hex).collect::<Vec<_>>()
+        db.roots()?.iter().map(hex).collect::<Vec<_>>()
     );
 
     // An RPC asks for alice at block 2: the value, and a proof of it.
@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "retained roots: {:?} (blocks 2 and 3 of the old chain are gone)",
-        db.roots().iter().map(hex).collect::<Vec<_>>()
+        db.roots()?.iter().map(hex).collect::<Vec<_>>()
     );
     Ok(())
 }

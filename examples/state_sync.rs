@@ -86,7 +86,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Db::import(Options::new(&source_path), (0..n).map(account), |_| {})?
     };
     let import_s = (!reuse).then(|| started.elapsed().as_secs_f64());
-    let root = source.root();
+    let root = source.root()?;
     match import_s {
         Some(s) => println!(
             "source: {n} accounts imported in {s:.2} s, root {}",
@@ -171,9 +171,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ))
         );
         println!("source root:   {}", hex(&root));
-        println!("restored root: {}", hex(&db.root()));
-        println!("roots equal: {}", db.root() == root);
-        restored = Some((restore_s, db.root() == root));
+        println!("restored root: {}", hex(&db.root()?));
+        println!("roots equal: {}", db.root()? == root);
+        restored = Some((restore_s, db.root()? == root));
     }
     if let Some(path) = &args.json {
         let figures = serde_json::json!({

@@ -107,6 +107,20 @@ pub enum Error {
     /// disk in a row; a full disk alone never causes it.
     #[cfg(feature = "std")]
     CommitInDoubt(alloc::boxed::Box<Error>),
+    /// An uncommitted overlay this commit builds on, committed first, failed:
+    /// this commit's own writes were not applied, nor those of any overlay
+    /// between them. `source` is that ancestor's error and says what became
+    /// of the ancestor ([`Error::CommitDurable`]: it is durable;
+    /// [`Error::CommitInDoubt`]: it may be; anything else: it was not
+    /// applied). A refusal the two share passes through unwrapped:
+    /// [`Error::StaleSession`] (another fork won) and [`Error::Poisoned`].
+    #[cfg(feature = "std")]
+    AncestorFailed {
+        /// The root of the overlay whose commit failed.
+        root: crate::trie::Node,
+        /// Its error.
+        source: alloc::boxed::Box<Error>,
+    },
 }
 
 #[cfg(feature = "std")]
@@ -145,6 +159,19 @@ impl Error {
                 block: Some(block),
             },
             other => other,
+        }
+    }
+
+    /// `self`, an error of committing the ancestor whose root is `root`, as
+    /// its descendant reports it.
+    #[cfg(feature = "std")]
+    pub(crate) fn of_ancestor(self, root: crate::trie::Node) -> Error {
+        match self {
+            Error::StaleSession | Error::Poisoned | Error::AncestorFailed { .. } => self,
+            source => Error::AncestorFailed {
+                root,
+                source: alloc::boxed::Box::new(source),
+            },
         }
     }
 
@@ -238,6 +265,13 @@ impl fmt::Display for Error {
                 f,
                 "the commit failed ({e}) and could not be undone: reopen to learn if it was applied"
             ),
+            #[cfg(feature = "std")]
+            Error::AncestorFailed { root, source } => write!(
+                f,
+                "this block was not applied: committing the uncommitted overlay it builds on \
+                 (root {}) failed first ({source})",
+                Hex(root)
+            ),
         }
     }
 }
@@ -249,6 +283,8 @@ impl core::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             #[cfg(feature = "std")]
             Error::CommitDurable(e) | Error::CommitInDoubt(e) => Some(&**e),
+            #[cfg(feature = "std")]
+            Error::AncestorFailed { source, .. } => Some(&**source),
             _ => None,
         }
     }

@@ -100,7 +100,11 @@ fn killed_mid_commit_the_database_holds_one_committed_block() {
         );
         let model = &models[n as usize];
         let root = compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap();
-        assert_eq!(db.root(), root, "kill {kill}: state is not block {n}");
+        assert_eq!(
+            db.root().unwrap(),
+            root,
+            "kill {kill}: state is not block {n}"
+        );
         for (k, v) in model.iter().take(200) {
             assert_eq!(db.read(k).unwrap().as_ref(), Some(v));
         }

@@ -31,7 +31,7 @@ fn setup(dir: &tempfile::TempDir) -> (Db, BTreeMap<KeyPath, Vec<u8>>) {
 fn finish_gives_the_root_and_witness_before_anything_is_durable() {
     let dir = tempfile::tempdir().unwrap();
     let (db, mut model) = setup(&dir);
-    let before = db.root();
+    let before = db.root().unwrap();
     let session = db.begin_session();
     assert_eq!(
         session.read(&key(3)).unwrap(),
@@ -50,16 +50,16 @@ fn finish_gives_the_root_and_witness_before_anything_is_durable() {
         finished.root()
     );
     // Nothing moved yet: not the root, not what readers see.
-    assert_eq!(db.root(), before);
+    assert_eq!(db.root().unwrap(), before);
     assert_eq!(db.read(&key(3)).unwrap(), Some(3u64.to_le_bytes().to_vec()));
 
     let out = finished.commit().unwrap();
     assert_eq!(out.root, root_of(&model));
-    assert_eq!(db.root(), out.root);
+    assert_eq!(db.root().unwrap(), out.root);
     assert_eq!(db.read(&key(3)).unwrap(), None);
     drop(db);
     let db = Db::open(Options::new(dir.path())).unwrap();
-    assert_eq!(db.root(), root_of(&model));
+    assert_eq!(db.root().unwrap(), root_of(&model));
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn of_two_finished_sessions_on_one_base_the_first_commit_wins() {
     assert_eq!(a.prev_root(), b.prev_root());
     let a_root = a.commit().unwrap().root;
     assert!(matches!(b.commit(), Err(Error::StaleSession)));
-    assert_eq!(db.root(), a_root);
+    assert_eq!(db.root().unwrap(), a_root);
     assert_eq!(db.read(&key(1)).unwrap(), Some(vec![1]));
 }
 
@@ -85,7 +85,7 @@ fn a_dropped_finished_session_changes_nothing() {
     let session = db.begin_session();
     session.write(key(5), None);
     drop(session.finish().unwrap());
-    assert_eq!(db.root(), root_of(&model));
+    assert_eq!(db.root().unwrap(), root_of(&model));
     assert_eq!(db.read(&key(5)).unwrap(), Some(5u64.to_le_bytes().to_vec()));
     let session = db.begin_session();
     session.write(key(6), None);
@@ -117,7 +117,7 @@ fn proofs_on_demand_verify_for_present_and_absent_keys() {
     assert!(matches!(session.prove(&keys), Err(Error::StaleSession)));
     db.prove(&[key(2)])
         .unwrap()
-        .verify(&db.root())
+        .verify(&db.root().unwrap())
         .unwrap()
         .confirm(&key(2), None)
         .unwrap();

@@ -84,7 +84,7 @@ fn run(workers: usize, keys: &[Key], blocks: &[Vec<Op>]) -> Result<(), TestCaseE
         let out = session.commit_and_prove().unwrap();
         let expected = compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap();
         prop_assert_eq!(out.root, expected);
-        prop_assert_eq!(db.root(), expected);
+        prop_assert_eq!(db.root().unwrap(), expected);
         let verified = out.witness.verify(&out.prev_root).unwrap();
         for key in reads
             .iter()

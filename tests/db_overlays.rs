@@ -89,7 +89,7 @@ fn two_competing_children_of_one_parent_and_the_winner_committed() {
     .unwrap();
     let (b, b_model) = build(&db, Some(&parent), &p, &[(2, Some(vec![33])), (401, None)]).unwrap();
     // Nothing is durable or visible yet.
-    assert_eq!(db.root(), root_of(&base));
+    assert_eq!(db.root().unwrap(), root_of(&base));
     assert_eq!(db.read(&key(400)).unwrap(), None);
     for (o, m) in [(&a, &a_model), (&b, &b_model), (&parent, &p)] {
         for k in [1, 2, 3, 400, 401] {
@@ -97,8 +97,8 @@ fn two_competing_children_of_one_parent_and_the_winner_committed() {
         }
     }
     a.commit().unwrap();
-    assert!(parent.is_committed() && a.is_committed());
-    assert_eq!(db.root(), root_of(&a_model));
+    assert!(parent.is_committed().unwrap() && a.is_committed().unwrap());
+    assert_eq!(db.root().unwrap(), root_of(&a_model));
     assert_eq!(db.read(&key(2)).unwrap(), Some(vec![22]));
     assert!(matches!(b.commit(), Err(Error::StaleSession)));
     // The loser still reads its own state, and a session on it is refused.
@@ -112,7 +112,7 @@ fn two_competing_children_of_one_parent_and_the_winner_committed() {
     drop((a, b, parent));
     drop(db);
     let db = Db::open(Options::new(dir.path())).unwrap();
-    assert_eq!(db.root(), root_of(&a_model));
+    assert_eq!(db.root().unwrap(), root_of(&a_model));
 }
 
 #[test]
@@ -146,8 +146,8 @@ fn a_chain_of_64_overlays_reads_through_and_commits_in_order() {
     drop(session);
     // Committing the tip commits all 64 first.
     last.commit().unwrap();
-    assert!(chain.iter().all(Overlay::is_committed));
-    assert_eq!(db.root(), root_of(&model));
+    assert!(chain.iter().all(|o| o.is_committed().unwrap()));
+    assert_eq!(db.root().unwrap(), root_of(&model));
     for k in (0..300).chain(1000..1064) {
         assert_eq!(db.read(&key(k)).unwrap().as_ref(), model.get(&key(k)));
     }
@@ -175,8 +175,8 @@ fn sessions_on_an_overlay_see_its_state_while_its_ancestors_commit() {
     let out = session.commit_and_prove().unwrap();
     assert_eq!(out.root, root_of(&m3));
     assert_eq!(out.witness.verify_update(&out.prev_root).unwrap(), out.root);
-    assert!(second.is_committed());
-    assert_eq!(db.root(), root_of(&m3));
+    assert!(second.is_committed().unwrap());
+    assert_eq!(db.root().unwrap(), root_of(&m3));
 }
 
 #[derive(Clone, Debug)]
@@ -263,7 +263,7 @@ proptest! {
                         && root_of(&states[id]) == root_of(&states[&committed]);
                     let already = done.contains(id) || same;
                     let expected = already || on_chain(&parent_of, &height, &states, *id, committed);
-                    if overlay.is_committed() {
+                    if overlay.is_committed().unwrap() {
                         prop_assert!(already);
                     }
                     match overlay.commit() {
@@ -287,7 +287,7 @@ proptest! {
                         Err(Error::StaleSession) => prop_assert!(!expected, "refused on the chain"),
                         Err(e) => panic!("commit: {e}"),
                     }
-                    prop_assert_eq!(db.root(), root_of(&states[&committed]));
+                    prop_assert_eq!(db.root().unwrap(), root_of(&states[&committed]));
                 }
                 Op::Drop(i) if !live.is_empty() => {
                     live.remove(i % live.len());
@@ -296,7 +296,7 @@ proptest! {
                     live.clear();
                     drop(db);
                     db = Db::open(Options::new(dir.path())).unwrap();
-                    prop_assert_eq!(db.root(), root_of(&states[&committed]));
+                    prop_assert_eq!(db.root().unwrap(), root_of(&states[&committed]));
                 }
                 _ => {}
             }

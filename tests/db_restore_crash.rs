@@ -46,7 +46,7 @@ fn restore_child() {
         println!("applied {i}");
     }
     let db = restore.finish().unwrap();
-    assert_eq!(db.root(), root);
+    assert_eq!(db.root().unwrap(), root);
     println!("finished");
 }
 
@@ -63,7 +63,7 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
         session.write(*blake3::hash(&i.to_le_bytes()).as_bytes(), Some(value));
     }
     session.commit().unwrap();
-    let root = source.root();
+    let root = source.root().unwrap();
     let chunks: Vec<Chunk> = source
         .export(12 << 10)
         .unwrap()
@@ -112,7 +112,7 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
         }
         if done || (status.success() && target.exists()) {
             let db = Db::open(Options::new(&target)).unwrap();
-            assert_eq!(db.root(), root);
+            assert_eq!(db.root().unwrap(), root);
             finished += 1;
             continue;
         }
@@ -122,7 +122,7 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
         if occupied {
             // Killed within finish, after the rename: the database is whole.
             let db = Db::open(Options::new(&target)).unwrap();
-            assert_eq!(db.root(), root);
+            assert_eq!(db.root().unwrap(), root);
             finished += 1;
             continue;
         }

@@ -98,7 +98,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let db = db_with(&dir.path().join("a"), &model, &extra);
-        let root = db.root();
+        let root = db.root().unwrap();
         prop_assert_eq!(root, naive_root(&model));
         for (start, end) in ranges {
             let got: Vec<_> = db.iter_range(&start, end.as_ref()).unwrap().collect::<Result<_, _>>().unwrap();
@@ -115,7 +115,7 @@ proptest! {
         }
         prop_assert_eq!(joined, range(&model, [0; 32], None));
         let restored = restore_all(&dir.path().join("b"), root, &chunks);
-        prop_assert_eq!(restored.root(), root);
+        prop_assert_eq!(restored.root().unwrap(), root);
         for (k, v) in &model {
             prop_assert_eq!(restored.read(k).unwrap(), Some(v.clone()));
         }
@@ -149,12 +149,12 @@ fn the_reference_vectors_export_and_restore() {
             .as_str()
             .unwrap()
             .to_owned();
-        assert_eq!(common::hex(&db.root()), expected);
+        assert_eq!(common::hex(&db.root().unwrap()), expected);
         for chunk_bytes in [1, 300, 1 << 20] {
             let chunks = export_all(&db, chunk_bytes);
             let path = dir.path().join(format!("b{chunk_bytes}"));
-            let restored = restore_all(&path, db.root(), &chunks);
-            assert_eq!(common::hex(&restored.root()), expected, "case {n}");
+            let restored = restore_all(&path, db.root().unwrap(), &chunks);
+            assert_eq!(common::hex(&restored.root().unwrap()), expected, "case {n}");
         }
     }
 }
@@ -186,7 +186,7 @@ fn chunks_out_of_order_repeated_or_from_another_state_are_refused() {
     let foreign = export_all(&db_other, 8 << 10);
 
     let target = dir.path().join("b");
-    let mut restore = Db::restore(options(&target), db.root()).unwrap();
+    let mut restore = Db::restore(options(&target), db.root().unwrap()).unwrap();
     let out_of_order = |e: Error| matches!(e, Error::ChunkOutOfOrder { .. });
     assert!(restore.apply(&chunks[1]).is_err_and(out_of_order));
     // The other state's first chunk starts where this restore does.
@@ -197,19 +197,21 @@ fn chunks_out_of_order_repeated_or_from_another_state_are_refused() {
     assert!(restore.apply(&chunks[2]).is_err_and(out_of_order));
     let next = restore.next_start().unwrap();
     assert!(matches!(
-        Db::restore(options(&target), db.root()).map(|_| ()),
+        Db::restore(options(&target), db.root().unwrap()).map(|_| ()),
         Err(Error::Locked)
     ));
     drop(restore);
     // Resumed: the first chunk is in, the rest follow.
-    let mut restore = Db::restore(options(&target), db.root()).unwrap();
+    let mut restore = Db::restore(options(&target), db.root().unwrap()).unwrap();
     assert_eq!(restore.next_start(), Some(next));
     for chunk in &chunks[1..chunks.len() - 1] {
         restore.apply(chunk).unwrap();
     }
     let restore = match restore.finish() {
-        Err(Error::RestoreIncomplete { .. }) => Db::restore(options(&target), db.root()).unwrap(),
-        other => panic!("finished early: {:?}", other.map(|db| db.root())),
+        Err(Error::RestoreIncomplete { .. }) => {
+            Db::restore(options(&target), db.root().unwrap()).unwrap()
+        }
+        other => panic!("finished early: {:?}", other.map(|db| db.root().unwrap())),
     };
     let mut restore = restore;
     restore.apply(chunks.last().unwrap()).unwrap();
@@ -217,12 +219,12 @@ fn chunks_out_of_order_repeated_or_from_another_state_are_refused() {
         .apply(&chunks[0])
         .is_err_and(|e| matches!(e, Error::ChunkOutOfOrder { expected: None })));
     let restored = restore.finish().unwrap();
-    assert_eq!(restored.root(), db.root());
+    assert_eq!(restored.root().unwrap(), db.root().unwrap());
     assert!(!dir.path().join("b.restoring").exists());
     // A database is there now: restoring to it again is refused.
     drop(restored);
     assert!(matches!(
-        Db::restore(options(&target), db.root()).map(|_| ()),
+        Db::restore(options(&target), db.root().unwrap()).map(|_| ()),
         Err(Error::DirectoryNotEmpty)
     ));
 }
@@ -234,7 +236,7 @@ fn every_bit_changed_in_an_encoded_chunk_is_refused() {
     let db = db_with(&dir.path().join("a"), &model, &[]);
     let chunks = export_all(&db, 1500);
     assert!(chunks.len() >= 3);
-    let mut restore = Db::restore(options(&dir.path().join("b")), db.root()).unwrap();
+    let mut restore = Db::restore(options(&dir.path().join("b")), db.root().unwrap()).unwrap();
     restore.apply(&chunks[0]).unwrap();
     // A middle chunk (a present start and end) and the last (no end).
     for chunk in [&chunks[1], chunks.last().unwrap()] {
@@ -258,7 +260,10 @@ fn every_bit_changed_in_an_encoded_chunk_is_refused() {
         }
     }
     restore.apply(chunks.last().unwrap()).unwrap();
-    assert_eq!(restore.finish().unwrap().root(), db.root());
+    assert_eq!(
+        restore.finish().unwrap().root().unwrap(),
+        db.root().unwrap()
+    );
 }
 
 #[test]
@@ -268,8 +273,8 @@ fn an_empty_state_exports_one_chunk() {
     let chunks = export_all(&db, 1 << 20);
     assert_eq!(chunks.len(), 1);
     assert!(chunks[0].entries().is_empty());
-    let restored = restore_all(&dir.path().join("b"), db.root(), &chunks);
-    assert_eq!(restored.root(), [0; 32]);
+    let restored = restore_all(&dir.path().join("b"), db.root().unwrap(), &chunks);
+    assert_eq!(restored.root().unwrap(), [0; 32]);
 }
 
 /// An iterator and an export made before commits, and partly read, read the
@@ -280,7 +285,7 @@ fn ranges_and_exports_made_before_commits_read_the_state_before() {
     let dir = tempfile::tempdir().unwrap();
     let model = sample_model(60_000);
     let db = db_with(&dir.path().join("a"), &model, &[]);
-    let root = db.root();
+    let root = db.root().unwrap();
     let keys: Vec<Key> = model.keys().copied().collect();
     let (start, end) = (keys[100], Some(keys[59_000]));
     let mut iter = db.iter_range(&start, end.as_ref()).unwrap();
@@ -299,7 +304,7 @@ fn ranges_and_exports_made_before_commits_read_the_state_before() {
         }
         session.commit().unwrap();
     }
-    assert_ne!(db.root(), root);
+    assert_ne!(db.root().unwrap(), root);
     got.extend(iter.map(Result::unwrap));
     assert_eq!(got, range(&model, start, end));
     chunks.extend(export.map(Result::unwrap));
@@ -318,7 +323,10 @@ fn ranges_and_exports_read_one_root_while_commits_run() {
     let dir = tempfile::tempdir().unwrap();
     let mut model = sample_model(2000);
     let db = Arc::new(db_with(&dir.path().join("a"), &model, &[]));
-    let states = Arc::new(Mutex::new(BTreeMap::from([(db.root(), model.clone())])));
+    let states = Arc::new(Mutex::new(BTreeMap::from([(
+        db.root().unwrap(),
+        model.clone(),
+    )])));
     let writer = {
         let (db, states) = (db.clone(), states.clone());
         std::thread::spawn(move || {
@@ -350,15 +358,15 @@ fn ranges_and_exports_read_one_root_while_commits_run() {
             Some(e) if e < start => (e, Some(start)),
             other => (start, other),
         };
-        let before = db.root();
+        let before = db.root().unwrap();
         let iter = db.iter_range(&start, end.as_ref()).unwrap();
         let chunks = db.export(4 << 10).unwrap();
-        if db.root() != before {
+        if db.root().unwrap() != before {
             continue;
         }
         // Read only once a commit has landed since, so that the stores show
         // a newer state than the iterators'.
-        while db.root() == before && !writer.is_finished() {
+        while db.root().unwrap() == before && !writer.is_finished() {
             std::thread::yield_now();
         }
         let got: Vec<_> = iter.collect::<Result<_, _>>().unwrap();
@@ -399,12 +407,12 @@ fn export_from_a_restores_next_start_finishes_it() {
         .collect();
     assert_eq!(whole, chunks);
     let target = dir.path().join("b");
-    let mut restore = Db::restore(options(&target), db.root()).unwrap();
+    let mut restore = Db::restore(options(&target), db.root().unwrap()).unwrap();
     for chunk in &chunks[..3] {
         restore.apply(chunk).unwrap();
     }
     drop(restore);
-    let mut restore = Db::restore(options(&target), db.root()).unwrap();
+    let mut restore = Db::restore(options(&target), db.root().unwrap()).unwrap();
     let next = restore.next_start().unwrap();
     let rest: Vec<Chunk> = db
         .export_from(&next, 8 << 10)
@@ -417,11 +425,14 @@ fn export_from_a_restores_next_start_finishes_it() {
     let mut from_key = db.export_from(&key, 3 << 10).unwrap().map(Result::unwrap);
     let first = from_key.next().unwrap();
     assert_eq!((first.start(), first.entries()[0].0), (&key, key));
-    first.verify(&db.root()).unwrap();
+    first.verify(&db.root().unwrap()).unwrap();
     for chunk in &rest {
         restore.apply(chunk).unwrap();
     }
-    assert_eq!(restore.finish().unwrap().root(), db.root());
+    assert_eq!(
+        restore.finish().unwrap().root().unwrap(),
+        db.root().unwrap()
+    );
     let absent = [0x42; 32];
     assert!(!model.contains_key(&absent));
     assert!(matches!(

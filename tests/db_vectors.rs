@@ -36,13 +36,13 @@ fn replay(workers: usize, backend: IoBackend) {
             let expected = step["root"].as_str().expect("root hex");
             assert_eq!(common::hex(&out.root), expected, "case {name}, step {i}");
             assert_eq!(out.witness.verify_update(&out.prev_root).unwrap(), out.root);
-            assert_eq!(db.root(), out.root);
+            assert_eq!(db.root().unwrap(), out.root);
             // Every other step, close and reopen: the root must survive.
             if i % 2 == 1 || i + 1 == steps.len() {
                 drop(db);
                 db = Db::open(options.clone()).unwrap();
                 assert_eq!(
-                    common::hex(&db.root()),
+                    common::hex(&db.root().unwrap()),
                     expected,
                     "case {name}, step {i}, reopened"
                 );

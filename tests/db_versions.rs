@@ -112,7 +112,7 @@ proptest! {
                     }
                 }
                 Op::Rollback(k) => {
-                    let before = db.roots();
+                    let before = db.roots().unwrap();
                     match db.rollback(k) {
                         Ok(root) => {
                             prop_assert!(k < versions.len());
@@ -122,7 +122,7 @@ proptest! {
                         Err(Error::RollbackTooFar { requested, retained }) => {
                             prop_assert!(k >= versions.len());
                             prop_assert_eq!((requested, retained), (k, versions.len() - 1));
-                            prop_assert_eq!(db.roots(), before);
+                            prop_assert_eq!(db.roots().unwrap(), before);
                         }
                         Err(e) => panic!("{e}"),
                     }
@@ -133,7 +133,7 @@ proptest! {
                 }
                 Op::Check(back, picked) => {
                     let picked: Vec<Key> = picked.into_iter().map(|k| keys[k]).collect();
-                    let roots = db.roots();
+                    let roots = db.roots().unwrap();
                     match roots.get(back) {
                         Some(root) => {
                             let state = &versions[versions.len() - 1 - back];
@@ -151,8 +151,8 @@ proptest! {
                 }
             }
             let expected: Vec<[u8; 32]> = versions.iter().rev().map(root_of).collect();
-            prop_assert_eq!(db.roots(), expected);
-            prop_assert_eq!(db.root(), root_of(versions.last().unwrap()));
+            prop_assert_eq!(db.roots().unwrap(), expected);
+            prop_assert_eq!(db.root().unwrap(), root_of(versions.last().unwrap()));
         }
     }
 }
@@ -174,14 +174,14 @@ fn rolling_back_and_committing_the_same_blocks_again_gives_the_same_roots() {
     let db = Db::open(Options::new(dir.path()).history(4)).unwrap();
     let roots: Vec<_> = (1..=6).map(|n| commit(&db, &block(n))).collect();
     assert_eq!(db.rollback(3).unwrap(), roots[2]);
-    assert_eq!(db.root(), roots[2]);
+    assert_eq!(db.root().unwrap(), roots[2]);
     // The window held commits 3 to 6: their undos reach back to root 2.
-    assert_eq!(db.roots(), vec![roots[2], roots[1]]);
+    assert_eq!(db.roots().unwrap(), vec![roots[2], roots[1]]);
     for n in 4..=6 {
         assert_eq!(commit(&db, &block(n)), roots[n as usize - 1]);
     }
     assert_eq!(
-        db.roots(),
+        db.roots().unwrap(),
         vec![roots[5], roots[4], roots[3], roots[2], roots[1]]
     );
     assert_eq!(db.rollback(0).unwrap(), roots[5]);
@@ -189,7 +189,7 @@ fn rolling_back_and_committing_the_same_blocks_again_gives_the_same_roots() {
     drop(db);
     let db = Db::open(Options::new(dir.path()).history(4)).unwrap();
     assert_eq!(
-        db.roots(),
+        db.roots().unwrap(),
         vec![roots[5], roots[4], roots[3], roots[2], roots[1]]
     );
     assert_eq!(db.rollback(4).unwrap(), roots[1]);
@@ -199,7 +199,7 @@ fn rolling_back_and_committing_the_same_blocks_again_gives_the_same_roots() {
 fn too_far_back_or_an_unknown_root_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(Options::new(dir.path()).history(2)).unwrap();
-    let empty = db.root();
+    let empty = db.root().unwrap();
     let roots: Vec<_> = (1..=3).map(|n| commit(&db, &block(n))).collect();
     assert!(matches!(
         db.rollback(3),
@@ -208,7 +208,7 @@ fn too_far_back_or_an_unknown_root_changes_nothing() {
             retained: 2
         })
     ));
-    assert_eq!(db.root(), roots[2]);
+    assert_eq!(db.root().unwrap(), roots[2]);
     for root in [empty, [7; 32]] {
         assert!(matches!(
             db.read_at(&root, &[1; 32]),
@@ -225,7 +225,7 @@ fn too_far_back_or_an_unknown_root_changes_nothing() {
         db.read_at(&roots[2], &[1; 32]),
         Err(Error::UnknownRoot)
     ));
-    assert_eq!(db.roots(), vec![roots[1], roots[0]]);
+    assert_eq!(db.roots().unwrap(), vec![roots[1], roots[0]]);
 }
 
 #[test]
@@ -249,7 +249,7 @@ fn sessions_and_overlays_begun_before_a_rollback_are_refused() {
     assert!(matches!(child.commit(), Err(Error::StaleSession)));
     // A snapshot taken before still reads its own version.
     assert_eq!(reader.read(&block(2)[0].0).unwrap(), before);
-    assert_eq!(db.root(), first);
+    assert_eq!(db.root().unwrap(), first);
 }
 
 #[test]
@@ -259,7 +259,7 @@ fn a_window_of_zero_keeps_and_writes_nothing() {
     for n in 1..=5 {
         commit(&db, &block(n));
     }
-    assert_eq!(db.roots(), vec![db.root()]);
+    assert_eq!(db.roots().unwrap(), vec![db.root().unwrap()]);
     assert!(matches!(
         db.rollback(1),
         Err(Error::RollbackTooFar { retained: 0, .. })
@@ -275,18 +275,18 @@ fn a_window_of_zero_keeps_and_writes_nothing() {
     for n in 6..=8 {
         commit(&db, &block(n));
     }
-    assert_eq!(db.roots().len(), 4);
+    assert_eq!(db.roots().unwrap().len(), 4);
     assert!(std::fs::metadata(dir.path().join("history")).unwrap().len() > 0);
     drop(db);
     let db = Db::open(Options::new(dir.path()).history(0)).unwrap();
-    assert_eq!(db.roots().len(), 1);
+    assert_eq!(db.roots().unwrap().len(), 1);
     assert_eq!(
         std::fs::metadata(dir.path().join("history")).unwrap().len(),
         0
     );
     drop(db);
     let db = Db::open(Options::new(dir.path()).history(3)).unwrap();
-    assert_eq!(db.roots().len(), 1);
+    assert_eq!(db.roots().unwrap().len(), 1);
 }
 
 #[test]
@@ -308,7 +308,7 @@ fn the_window_holds_over_many_commits_and_reopenings() {
         states.push(apply(states.last().unwrap(), &writes));
         commit(&db, &writes);
     }
-    let roots = db.roots();
+    let roots = db.roots().unwrap();
     assert_eq!(roots.len(), 4);
     for (back, root) in roots.iter().enumerate() {
         let state = &states[states.len() - 1 - back];
@@ -318,7 +318,7 @@ fn the_window_holds_over_many_commits_and_reopenings() {
     }
     drop(db);
     let db = Db::open(Options::new(dir.path()).history(3)).unwrap();
-    assert_eq!(db.roots(), roots);
+    assert_eq!(db.roots().unwrap(), roots);
 }
 
 #[test]
@@ -330,7 +330,7 @@ fn reads_and_proofs_at_retained_roots_hold_while_commits_and_rollbacks_run() {
         .collect();
     // Every state the writer made, by root.
     let states: Arc<Mutex<HashMap<[u8; 32], State>>> = Arc::default();
-    states.lock().insert(db.root(), State::new());
+    states.lock().insert(db.root().unwrap(), State::new());
     let done = Arc::new(AtomicBool::new(false));
     let checked = Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
@@ -345,7 +345,7 @@ fn reads_and_proofs_at_retained_roots_hold_while_commits_and_rollbacks_run() {
             std::thread::spawn(move || {
                 let mut i = r;
                 while !done.load(Ordering::SeqCst) {
-                    let roots = db.roots();
+                    let roots = db.roots().unwrap();
                     i += 1;
                     let root = roots[i % roots.len()];
                     let state = states.lock().get(&root).cloned().unwrap();
@@ -381,7 +381,7 @@ fn reads_and_proofs_at_retained_roots_hold_while_commits_and_rollbacks_run() {
                 history.remove(0);
             }
         }
-        assert_eq!(db.root(), root_of(&current));
+        assert_eq!(db.root().unwrap(), root_of(&current));
     }
     done.store(true, Ordering::SeqCst);
     for reader in readers {

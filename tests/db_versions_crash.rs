@@ -148,7 +148,7 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
         step(&mut one_more, &next);
 
         let db = Db::open(options(dir.path())).unwrap();
-        let root = db.root();
+        let root = db.root().unwrap();
         versions = if root == root_of(after.last().unwrap()) {
             after
         } else {
@@ -160,7 +160,7 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
             one_more
         };
         let expected: Vec<_> = versions.iter().rev().map(root_of).collect();
-        assert_eq!(db.roots(), expected, "kill {kill}: the history");
+        assert_eq!(db.roots().unwrap(), expected, "kill {kill}: the history");
         let back = (delay as usize) % expected.len();
         let state = &versions[versions.len() - 1 - back];
         for i in (0..400).step_by(9) {

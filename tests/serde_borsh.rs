@@ -65,6 +65,6 @@ fn proofs_and_witnesses_round_trip_and_verify() {
     let chunk = db.export(1 << 20).unwrap().next().unwrap().unwrap();
     for copy in <[Chunk; 2]>::from(round_trip(&chunk)) {
         assert_eq!(copy, chunk);
-        copy.verify(&db.root()).unwrap();
+        copy.verify(&db.root().unwrap()).unwrap();
     }
 }

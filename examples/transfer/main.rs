@@ -206,7 +206,7 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
     let start = Instant::now();
     let db = Db::open(options(&dir.join("db")))?;
     let open = start.elapsed();
-    let initial_root = db.root();
+    let initial_root = db.root()?;
     let direct_io = Some(db.metrics().direct_io);
     let opened_from_catalog = Some(db.metrics().opened_from_catalog);
     let mut pipeline = workload::Pipeline::default();

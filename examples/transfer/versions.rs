@@ -19,7 +19,7 @@ const PROVED: usize = 100;
 /// describes; rolls back 11 commits on the way. Prints what it measured
 /// unless `quiet`, and returns it.
 pub fn measure(db: &Db, db_path: &Path, accounts: &Accounts, quiet: bool) -> Result<Value, Error> {
-    let roots = db.roots();
+    let roots = db.roots()?;
     let far = (roots.len() - 1).min(60);
     let mut rng = accounts.next_id | 1;
     let mut key = || {
@@ -67,7 +67,7 @@ pub fn measure(db: &Db, db_path: &Path, accounts: &Accounts, quiet: bool) -> Res
         }
     }
     for depth in [1, 10] {
-        if depth >= db.roots().len() {
+        if depth >= db.roots()?.len() {
             continue;
         }
         let before = db.metrics();

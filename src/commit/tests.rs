@@ -71,7 +71,7 @@ fn check_all(db: &Db, model: &BTreeMap<KeyPath, Vec<u8>>) {
     let entries: Entries = model.iter().map(|(k, v)| (*k, hash_value(v))).collect();
     let count = check_page(db, PageId::ROOT, &entries);
     assert_eq!(db.parts().1.len(), count, "pages stored beyond the rule");
-    assert_eq!(db.root(), build_subtree(&entries, 0, &mut Discard));
+    assert_eq!(db.root().unwrap(), build_subtree(&entries, 0, &mut Discard));
 }
 
 /// Random keys, a third of them in clusters sharing 12 to 40 bits, so pages at
@@ -166,7 +166,7 @@ fn seen_hashes_are_checked_before_use() {
         .map(|k| (*k, Some(hash_value(&[2]))))
         .collect();
     let (store, pages, values) = db.parts();
-    let root = db.root();
+    let root = db.root().unwrap();
     let bucket_reads = || {
         let (hits, misses) = values.cache_counts();
         hits + misses

@@ -46,7 +46,7 @@ pub(crate) struct Prepared {
     base: Head,
     pub(crate) root: Node,
     writes: KeyedValues,
-    pages: Vec<(PageId, Option<Arc<Page>>)>,
+    pub(super) pages: Vec<(PageId, Option<Arc<Page>>)>,
     pub(crate) witness: Witness,
     prove: bool,
     pub(super) step: Step,
@@ -84,6 +84,15 @@ impl Prepared {
         }
     }
 
+    /// What its commit returns.
+    pub(super) fn into_output(self) -> CommitOutput {
+        CommitOutput {
+            prev_root: self.base.root,
+            root: self.root,
+            witness: self.witness,
+        }
+    }
+
     /// The root it was computed on.
     pub(crate) fn prev_root(&self) -> Node {
         self.base.root
@@ -111,6 +120,7 @@ impl Shared {
     /// Takes the writer lock and checks that `base` is still the head.
     pub(super) fn writer_at(&self, base: Head) -> Result<(MutexGuard<'_, ()>, Head), Error> {
         let writer = self.writer.lock();
+        self.store.check_usable()?;
         let head = self.versions.head();
         if head != base {
             return Err(Error::StaleSession);
@@ -122,6 +132,7 @@ impl Shared {
     /// under its unwritten changes.
     fn writer_seeing(&self, base: &Base) -> Result<MutexGuard<'_, ()>, Error> {
         let writer = self.writer.lock();
+        self.store.check_usable()?;
         if !base.sees(self.versions.head()) {
             return Err(Error::StaleSession);
         }
@@ -140,8 +151,11 @@ impl Shared {
     ) -> Result<CommitOutput, Error> {
         let (_writer, head) = self.writer_at(base)?;
         let workers = self.options.commit_workers;
-        let (prepared, building) = self.prepare_and_plan(head, writes, reads, prove, workers)?;
-        self.apply(prepared, Some(building))
+        let (mut prepared, building) =
+            self.prepare_and_plan(head, writes, reads, prove, workers)?;
+        let pages = std::mem::take(&mut prepared.pages);
+        self.apply(&prepared, pages, Some(building))?;
+        Ok(prepared.into_output())
     }
 
     /// [`Shared::prepare`] with the commit's batch: the values are planned on
@@ -199,10 +213,10 @@ impl Shared {
     }
 
     /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
-    /// the head.
-    pub(super) fn commit_prepared(&self, prepared: Prepared) -> Result<CommitOutput, Error> {
+    /// the head; a refusal leaves `prepared` committable.
+    pub(super) fn commit_prepared(&self, prepared: &Prepared) -> Result<(), Error> {
         let _writer = self.writer_at(prepared.base)?;
-        self.apply(prepared, None)
+        self.apply(prepared, prepared.pages.clone(), None)
     }
 
     /// A multi-proof of `keys` at `base`.
@@ -214,6 +228,7 @@ impl Shared {
     /// A multi-proof of `keys` at the head.
     pub(super) fn prove_head(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         let _writer = self.writer.lock();
+        self.store.check_usable()?;
         self.prove_locked(self.versions.head(), keys, None)
     }
 
@@ -367,29 +382,31 @@ impl Shared {
         self.store.write_early(&mut staging.batch)
     }
 
-    /// Finishes the batch (begun unless `building` was) with `prepared`'s
-    /// remaining page changes, commits it and publishes it. The caller holds
-    /// the writer lock and has checked `prepared`'s base is the head.
+    /// Finishes the batch (begun unless `building` was) with `pages`, the
+    /// rest of `prepared`'s page changes, commits it and publishes it. The
+    /// caller holds the writer lock and has checked `prepared`'s base is the
+    /// head. A refusal leaves `prepared` as it was, to be committed again.
     pub(super) fn apply(
         &self,
-        prepared: Prepared,
+        prepared: &Prepared,
+        pages: Vec<(PageId, Option<Arc<Page>>)>,
         building: Option<Building>,
-    ) -> Result<CommitOutput, Error> {
+    ) -> Result<(), Error> {
         let Prepared {
             base,
             root,
-            writes,
-            pages,
-            witness,
+            ref writes,
+            pages: _,
+            ref witness,
             prove,
             step,
-        } = prepared;
+        } = *prepared;
         let seqno = base.seqno + 1;
         let building = match building {
             Some(building) => building,
             None => {
                 let staging = Mutex::new(self.begin_staging(seqno));
-                let values = self.plan_values(seqno, &writes, &staging)?;
+                let values = self.plan_values(seqno, writes, &staging)?;
                 Building {
                     values,
                     staging: staging.into_inner(),
@@ -464,10 +481,6 @@ impl Shared {
                 .witness_bytes
                 .fetch_add(witness.encoded_len() as u64, Ordering::Relaxed);
         }
-        Ok(CommitOutput {
-            prev_root: base.root,
-            root,
-            witness,
-        })
+        Ok(())
     }
 }

@@ -78,13 +78,13 @@ impl Db {
     ///     session.write(pagetrie::trie::hash_value(&i.to_le_bytes()), Some(vec![7; 40]));
     /// }
     /// session.commit()?;
-    /// let root = db.root();
+    /// let root = db.root()?;
     /// let mut restore = pagetrie::Db::restore(pagetrie::Options::new(dir.path().join("b")), root)?;
     /// for chunk in db.export(16 << 10)? {
     ///     let bytes = chunk?.encode(); // sent to the other node
     ///     restore.apply(&pagetrie::Chunk::decode(&bytes)?)?;
     /// }
-    /// assert_eq!(restore.finish()?.root(), root);
+    /// assert_eq!(restore.finish()?.root()?, root);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn export(
@@ -114,15 +114,15 @@ impl Db {
     /// session.commit()?;
     /// let chunks: Vec<Chunk> = db.export(16 << 10)?.collect::<Result<_, _>>()?;
     /// let target = Options::new(dir.path().join("b"));
-    /// let mut restore = Db::restore(target.clone(), db.root())?;
+    /// let mut restore = Db::restore(target.clone(), db.root()?)?;
     /// restore.apply(&chunks[0])?;
     /// drop(restore); // the node stops here, and later goes on:
-    /// let mut restore = Db::restore(target, db.root())?;
+    /// let mut restore = Db::restore(target, db.root()?)?;
     /// let next = restore.next_start().expect("more to come");
     /// for chunk in db.export_from(&next, 16 << 10)? {
     ///     restore.apply(&chunk?)?;
     /// }
-    /// assert_eq!(restore.finish()?.root(), db.root());
+    /// assert_eq!(restore.finish()?.root()?, db.root()?);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn export_from(

@@ -69,7 +69,7 @@ use crate::Error;
 /// let session = db.begin_session();
 /// session.write([1; 32], Some(b"one".to_vec()));
 /// let out = session.commit_and_prove()?;
-/// assert_eq!(db.root(), out.root);
+/// assert_eq!(db.root()?, out.root);
 /// assert_eq!(db.read(&[1; 32])?, Some(b"one".to_vec()));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -155,8 +155,12 @@ impl Db {
 
     /// The root of the committed trie: the newest commit that sessions begin
     /// on and [`Db::read`] answers from.
-    pub fn root(&self) -> Node {
-        self.shared.versions.head().root
+    ///
+    /// Fails with [`Error::Poisoned`] once a commit has failed: the root on
+    /// the disk may then be one this handle never published.
+    pub fn root(&self) -> Result<Node, Error> {
+        self.shared.store.check_usable()?;
+        Ok(self.shared.versions.head().root)
     }
 
     /// The committed value of `key`: at [`Db::root`] as read just before, or at
@@ -179,7 +183,7 @@ impl Db {
     /// session.write([1; 32], Some(b"one".to_vec()));
     /// session.commit()?;
     /// let proof = db.prove(&[[1; 32], [2; 32]])?;
-    /// let verified = proof.verify(&db.root())?;
+    /// let verified = proof.verify(&db.root()?)?;
     /// verified.confirm(&[1; 32], Some(&pagetrie::trie::hash_value(b"one")))?;
     /// verified.confirm(&[2; 32], None)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -99,10 +99,11 @@ impl Base {
         self.parent.lock().clone()
     }
 
-    /// Commits the uncommitted overlay it builds on, if any.
+    /// Commits the uncommitted overlay it builds on, if any; its failure is
+    /// reported as an ancestor's ([`Error::AncestorFailed`]).
     pub(super) fn commit_parent(&self) -> Result<(), Error> {
         match self.parent() {
-            Some(parent) => parent.commit(),
+            Some(parent) => parent.commit().map_err(|e| e.of_ancestor(parent.root())),
             None => Ok(()),
         }
     }
@@ -185,6 +186,8 @@ fn read_through(
     pinned: u64,
     key: &KeyPath,
 ) -> Result<Option<Vec<u8>>, Error> {
+    // The view answers from RAM, but a poisoned handle answers nothing.
+    shared.store.check_usable()?;
     if let Some(value) = unwritten.and_then(|u| u.values.get(key)) {
         return Ok(value.as_ref().map(|(_, v)| v.to_vec()));
     }
@@ -211,7 +214,7 @@ fn read_through(
 /// let b = b.finish()?.into_overlay();
 /// assert_eq!(b.read(&[1; 32])?, Some(vec![1]));
 /// a.commit()?; // the parent first, then `a`
-/// assert_eq!(db.root(), a.root());
+/// assert_eq!(db.root()?, a.root());
 /// assert!(matches!(b.commit(), Err(pagetrie::Error::StaleSession)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -280,9 +283,16 @@ impl Overlay {
         read_through(Some(&node.view), &node.shared, node.base.pin.seqno, key)
     }
 
-    /// Whether it is committed.
-    pub fn is_committed(&self) -> bool {
-        self.node.committed.load(Ordering::SeqCst)
+    /// Whether it is committed (durable). Once the handle is poisoned
+    /// ([`Error::Poisoned`]), that is known only of an overlay whose commit
+    /// returned (or failed with [`Error::CommitDurable`]) before: for any
+    /// other it fails with `Poisoned`.
+    pub fn is_committed(&self) -> Result<bool, Error> {
+        if self.node.committed.load(Ordering::SeqCst) {
+            return Ok(true);
+        }
+        self.node.shared.store.check_usable()?;
+        Ok(false)
     }
 
     /// Makes it durable, after its uncommitted ancestors, in order; on return
@@ -292,23 +302,41 @@ impl Overlay {
     ///
     /// Fails with [`Error::StaleSession`], changing nothing of its own, if the
     /// committed root is no longer its parent's: another fork was committed.
-    /// Ancestors committed before the refusal stay committed.
+    /// Fails with [`Error::AncestorFailed`], changing nothing of its own, if
+    /// committing an uncommitted ancestor failed. Ancestors committed before
+    /// the failure stay committed. A commit refused with nothing changed (a
+    /// full disk, say) can be tried again, and sessions built on it still
+    /// commit after it.
     pub fn commit(&self) -> Result<(), Error> {
         let mut pending = self.node.pending.lock();
-        // Committed, or an identical state is (the same root at the same
-        // height): nothing to write.
-        if self.is_committed() || self.node.shared.versions.head() == self.node.head {
-            self.node.committed.store(true, Ordering::SeqCst);
-            self.node.base.parent.lock().take();
+        if self.node.committed.load(Ordering::SeqCst) {
             return Ok(());
         }
-        self.node.base.commit_parent()?;
-        // A refused or failed commit consumed it: it stays refused.
-        let prepared = pending.take().ok_or(Error::StaleSession)?;
-        self.node.shared.commit_prepared(prepared)?;
-        self.node.committed.store(true, Ordering::SeqCst);
-        self.node.base.parent.lock().take();
+        let shared = &self.node.shared;
+        shared.store.check_usable()?;
+        // An identical state is committed (the same root at the same
+        // height): nothing to write.
+        if shared.versions.head() != self.node.head {
+            self.node.base.commit_parent()?;
+            let prepared = pending.as_ref().ok_or(Error::StaleSession)?;
+            if let Err(e) = shared.commit_prepared(prepared) {
+                // Durable all the same: say so, to every clone.
+                if matches!(e, Error::CommitDurable(_)) {
+                    self.committed(&mut pending);
+                }
+                return Err(e);
+            }
+        }
+        self.committed(&mut pending);
         Ok(())
+    }
+
+    /// Marks it committed: its update (`pending`, locked) and its parent are
+    /// no longer needed.
+    fn committed(&self, pending: &mut Option<Prepared>) {
+        self.node.committed.store(true, Ordering::SeqCst);
+        pending.take();
+        self.node.base.parent.lock().take();
     }
 
     /// The base of a session on it.
@@ -321,7 +349,7 @@ impl std::fmt::Debug for Overlay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Overlay")
             .field("seqno", &self.node.head.seqno)
-            .field("committed", &self.is_committed())
+            .field("committed", &self.node.committed.load(Ordering::SeqCst))
             .finish_non_exhaustive()
     }
 }

@@ -130,7 +130,7 @@ impl Restore {
         if let Some(next_start) = self.next {
             return Err(Error::RestoreIncomplete { next_start });
         }
-        if self.db.root() != self.root {
+        if self.db.root()? != self.root {
             // Not worth resuming: the next restore starts over.
             let _ = fs::remove_file(self.staging.dir().join(PROGRESS));
             return Err(Error::RootMismatch);

@@ -24,24 +24,28 @@ impl Db {
     /// ```
     /// # let dir = tempfile::tempdir()?;
     /// let db = pagetrie::Db::open(pagetrie::Options::new(dir.path()).history(2))?;
-    /// let empty = db.root();
+    /// let empty = db.root()?;
     /// for i in 1..=3u8 {
     ///     let session = db.begin_session();
     ///     session.write([i; 32], Some(vec![i]));
     ///     session.commit()?;
     /// }
-    /// let roots = db.roots();
-    /// assert_eq!((roots.len(), roots[0]), (3, db.root()));
+    /// let roots = db.roots()?;
+    /// assert_eq!((roots.len(), roots[0]), (3, db.root()?));
     /// assert!(!roots.contains(&empty));
     /// assert_eq!(db.read_at(&roots[2], &[2; 32])?, None);
     /// assert_eq!(db.read_at(&roots[1], &[2; 32])?, Some(vec![2]));
     /// assert_eq!(db.rollback(2)?, roots[2]);
-    /// assert_eq!(db.roots(), roots[2..]);
+    /// assert_eq!(db.roots()?, roots[2..]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn roots(&self) -> Vec<Node> {
+    ///
+    /// Fails with [`Error::Poisoned`] once a commit has failed: the roots
+    /// held in RAM may then no longer be those on the disk.
+    pub fn roots(&self) -> Result<Vec<Node>, Error> {
+        self.shared.store.check_usable()?;
         let (head, chain) = self.shared.versions.head_and_chain();
-        chain.roots(&head.root)
+        Ok(chain.roots(&head.root))
     }
 
     /// Makes the root `commits` commits back ([`Db::roots`]`[commits]`) the
@@ -136,7 +140,9 @@ impl Shared {
             ));
         }
         prepared.step = Step::Rollback(commits);
-        Ok(self.apply(prepared, Some(building))?.root)
+        let pages = std::mem::take(&mut prepared.pages);
+        self.apply(&prepared, pages, Some(building))?;
+        Ok(prepared.root)
     }
 
     /// The proof of `keys` (sorted, each once) at `root`, recomputed from the

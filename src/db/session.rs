@@ -42,12 +42,15 @@ impl Finished {
     /// was built on, in order; on return they survive any crash.
     ///
     /// Fails with [`Error::StaleSession`], changing nothing of its own, if the
-    /// committed root is no longer the one it was built on; see
+    /// committed root is no longer the one it was built on; with
+    /// [`Error::AncestorFailed`], changing nothing of its own, if committing
+    /// an uncommitted overlay it builds on failed; see
     /// [`Error::CommitDurable`] and [`Error::CommitInDoubt`] for what other
     /// errors mean.
     pub fn commit(self) -> Result<CommitOutput, Error> {
         self.base.commit_parent()?;
-        self.shared.commit_prepared(self.prepared)
+        self.shared.commit_prepared(&self.prepared)?;
+        Ok(self.prepared.into_output())
     }
 
     /// Keeps it in memory, uncommitted, for sessions to build on
@@ -197,7 +200,7 @@ impl Session {
     /// let header_root = finished.root(); // before anything is durable
     /// assert_eq!(finished.witness().verify_update(&finished.prev_root())?, header_root);
     /// assert_eq!(finished.commit()?.root, header_root);
-    /// assert_eq!(db.root(), header_root);
+    /// assert_eq!(db.root()?, header_root);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn finish(self) -> Result<Finished, Error> {
