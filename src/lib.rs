@@ -81,9 +81,25 @@ pub use io::IoBackend;
 pub use trie::proof::{Chunk, MultiProof, Witness};
 pub use trie::{KeyPath, Node, ValueHash};
 
-/// The longest value the database stores, in bytes (4 GiB - 1); longer ones are
-/// refused with [`Error::ValueTooLarge`].
-pub const MAX_VALUE_LEN: u64 = u32::MAX as u64;
+/// The longest value the database stores, in bytes (1 GiB); longer ones are
+/// refused with [`Error::ValueTooLarge`] by a commit, an import, a restore
+/// and a state-sync chunk alike. Every format that records a value's length
+/// (buckets, undo records, chunks, import spills) has room above it, and a
+/// commit that replaces a value holds it several times in RAM.
+pub const MAX_VALUE_LEN: u64 = 1 << 30;
+
+/// Refuses a value of `len` bytes if it is over [`MAX_VALUE_LEN`]: the one
+/// check every path that takes values in makes.
+pub(crate) fn check_value_len(len: usize) -> Result<(), Error> {
+    match len as u64 > MAX_VALUE_LEN {
+        true => Err(Error::ValueTooLarge(len)),
+        false => Ok(()),
+    }
+}
+
+// A value's length is a u32 in every format, and u32::MAX marks an absent
+// value in undo records.
+const _: () = assert!(MAX_VALUE_LEN < u32::MAX as u64);
 
 /// The README's examples run as doctests, so they cannot rot.
 #[cfg(doctest)]

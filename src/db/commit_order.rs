@@ -309,11 +309,7 @@ impl Shared {
         staging: Option<&Mutex<Staging>>,
     ) -> Result<Updated, Error> {
         for (_, value) in writes {
-            if let Some(v) = value {
-                if v.len() as u64 > crate::MAX_VALUE_LEN {
-                    return Err(Error::ValueTooLarge(v.len()));
-                }
-            }
+            crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
         }
         let changes: Vec<Change> = writes
             .iter()
@@ -447,7 +443,7 @@ impl Shared {
         let chain = match (self.options.history, step) {
             (0, _) => Chain::default(),
             (window, Step::Keep) => {
-                batch.history = Some(undo.encode());
+                batch.history = Some(undo.encode()?);
                 chain.pushed(undo.clone(), window)
             }
             (_, Step::Rollback(depth)) => {

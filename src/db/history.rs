@@ -33,7 +33,7 @@ pub(crate) type OldPage = (PageId, Option<Arc<Page>>);
 
 const UNDO: u8 = 0;
 const ROLLBACK: u8 = 1;
-/// An absent old value's length.
+/// An absent old value's length in a record.
 const ABSENT: u32 = u32::MAX;
 
 /// The old values of the keys one commit changed, compactly: a retained
@@ -51,9 +51,8 @@ pub(crate) struct Undo {
     /// through cost more than the disk read of a key none of them names.
     index: Vec<u32>,
     index_bits: u32,
-    /// Each key's old value: where it starts in `values` and its length
-    /// (`ABSENT`: the key had none).
-    spans: Vec<(u32, u32)>,
+    /// Where each key's old value lies in `values`.
+    spans: Spans,
     values: Vec<u8>,
     /// The pages of levels up to [`KEPT_PAGE_LEVEL`] the commit changed, as
     /// they were before it.
@@ -78,7 +77,7 @@ impl Undo {
             keys: Vec::with_capacity(previous.len()),
             index: Vec::new(),
             index_bits: 0,
-            spans: Vec::with_capacity(previous.len()),
+            spans: Spans(Vec::with_capacity(previous.len())),
             values: Vec::new(),
             pages,
         };
@@ -120,19 +119,11 @@ impl Undo {
         if self.keys.last().is_some_and(|last| *last >= key) {
             return Err(Error::Internal("an undo's keys out of order"));
         }
-        let start = u32::try_from(self.values.len());
-        let span = match value {
-            None => (0, ABSENT),
-            Some(v) => match (start, u32::try_from(v.len())) {
-                (Ok(start), Ok(len)) if len != ABSENT => {
-                    self.values.extend_from_slice(v);
-                    (start, len)
-                }
-                _ => return Err(Error::Internal("an undo larger than 4 GiB")),
-            },
-        };
+        if let Some(v) = value {
+            self.values.extend_from_slice(v);
+        }
         self.keys.push(key);
-        self.spans.push(span);
+        self.spans.push(value.map(<[u8]>::len));
         Ok(())
     }
 
@@ -157,14 +148,16 @@ impl Undo {
     }
 
     fn value(&self, i: usize) -> Option<&[u8]> {
-        let (start, len) = self.spans[i];
-        (len != ABSENT).then(|| &self.values[start as usize..start as usize + len as usize])
+        self.spans.get(i).map(|span| &self.values[span])
     }
 
     /// Its record: kind, the two roots, the entry count, then each key with
     /// its old value's length (`u32::MAX`: absent) and bytes; then the page
     /// count and each page's id, whether it existed, and its bytes if so.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    ///
+    /// Fails only for an old value too long for the record's length field,
+    /// which no value under [`crate::MAX_VALUE_LEN`] is.
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, Error> {
         let pages = self.pages.len() * (33 + PAGE_SIZE);
         let mut out = Vec::with_capacity(77 + self.keys.len() * 36 + self.values.len() + pages);
         out.push(UNDO);
@@ -173,8 +166,18 @@ impl Undo {
         out.extend_from_slice(&(self.keys.len() as u64).to_le_bytes());
         for (i, key) in self.keys.iter().enumerate() {
             out.extend_from_slice(key);
-            out.extend_from_slice(&self.spans[i].1.to_le_bytes());
-            out.extend_from_slice(self.value(i).unwrap_or_default());
+            let value = self.value(i);
+            let len = match value {
+                None => ABSENT,
+                Some(v) => u32::try_from(v.len())
+                    .ok()
+                    .filter(|&len| len != ABSENT)
+                    .ok_or(Error::Internal(
+                        "an old value too long for a history record",
+                    ))?,
+            };
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(value.unwrap_or_default());
         }
         out.extend_from_slice(&(self.pages.len() as u32).to_le_bytes());
         for (id, page) in &self.pages {
@@ -184,7 +187,7 @@ impl Undo {
                 out.extend_from_slice(page.as_bytes());
             }
         }
-        out
+        Ok(out)
     }
 
     /// The RAM it holds, for [`crate::Metrics`].
@@ -194,6 +197,40 @@ impl Undo {
             + self.index.len() * 4
             + self.values.len()
             + self.pages.len() * (size_of::<OldPage>() + PAGE_SIZE)
+    }
+}
+
+/// Where each of an undo's old values lies in its bytes: the value's end,
+/// with [`Spans::ABSENT`] set for a key that had none. The values lie end to
+/// end, so the end is all a span needs: 8 bytes a key, and no bound on the
+/// total but the address space.
+struct Spans(Vec<u64>);
+
+impl Spans {
+    const ABSENT: u64 = 1 << 63;
+
+    /// Adds the next value's span: `len` bytes, or `None` for no value.
+    fn push(&mut self, len: Option<usize>) {
+        let end = self.end() + len.unwrap_or(0) as u64;
+        self.0.push(match len {
+            Some(_) => end,
+            None => end | Spans::ABSENT,
+        });
+    }
+
+    /// Where the values so far end.
+    fn end(&self) -> u64 {
+        self.0.last().map_or(0, |end| end & !Spans::ABSENT)
+    }
+
+    /// Value `i`'s bytes, if it has a value.
+    fn get(&self, i: usize) -> Option<core::ops::Range<usize>> {
+        let end = self.0[i];
+        if end & Spans::ABSENT != 0 {
+            return None;
+        }
+        let start = i.checked_sub(1).map_or(0, |p| self.0[p] & !Spans::ABSENT);
+        Some(start as usize..end as usize)
     }
 }
 
@@ -223,13 +260,16 @@ fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
             // than they used. A key takes at least 36 bytes of the record.
             let fits = usize::try_from(count).ok()?.min(r.0.len() / 36);
             undo.keys.reserve_exact(fits);
-            undo.spans.reserve_exact(fits);
+            undo.spans.0.reserve_exact(fits);
             for _ in 0..count {
                 let key = r.take(32)?.try_into().ok()?;
                 let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
                 let value = match len {
                     ABSENT => None,
-                    len => Some(r.take(len as usize)?),
+                    len => {
+                        crate::check_value_len(len as usize).ok()?;
+                        Some(r.take(len as usize)?)
+                    }
                 };
                 undo.push(key, value).ok()?;
             }
@@ -443,17 +483,55 @@ mod tests {
     }
 
     #[test]
+    fn spans_hold_values_at_the_limit_past_4_gib_in_all() {
+        let max = crate::MAX_VALUE_LEN as usize;
+        let mut spans = Spans(Vec::new());
+        for _ in 0..5 {
+            spans.push(Some(max));
+        }
+        spans.push(None);
+        spans.push(Some(0));
+        spans.push(Some(max));
+        assert_eq!(spans.get(0), Some(0..max));
+        assert_eq!(spans.get(4), Some(4 * max..5 * max));
+        assert_eq!(spans.get(5), None);
+        assert_eq!(spans.get(6), Some(5 * max..5 * max));
+        assert_eq!(spans.get(7), Some(5 * max..6 * max));
+        assert!(spans.end() > u32::MAX as u64);
+    }
+
+    #[test]
+    fn a_record_naming_a_value_over_the_limit_is_refused_unread() {
+        let mut record = vec![UNDO];
+        record.extend_from_slice(&[1; 32]);
+        record.extend_from_slice(&[2; 32]);
+        record.extend_from_slice(&1u64.to_le_bytes());
+        record.extend_from_slice(&[3; 32]);
+        let over = crate::MAX_VALUE_LEN as u32 + 1;
+        let mut damaged = record.clone();
+        damaged.extend_from_slice(&over.to_le_bytes());
+        damaged.extend_from_slice(&[0; 64]);
+        damaged.extend_from_slice(&0u32.to_le_bytes());
+        assert!(decode(7, &damaged).is_none());
+        // The same record naming a short value reads.
+        record.extend_from_slice(&64u32.to_le_bytes());
+        record.extend_from_slice(&[0; 64]);
+        record.extend_from_slice(&0u32.to_le_bytes());
+        assert!(matches!(decode(7, &record), Some(Record::Undo(_))));
+    }
+
+    #[test]
     fn an_undo_round_trips_and_answers_by_key() {
         let u = undo(7, 1, 2, &[(1, None), (3, Some(b"")), (5, Some(b"five"))]);
-        let Some(Record::Undo(back)) = decode(7, &u.encode()) else {
+        let Some(Record::Undo(back)) = decode(7, &u.encode().unwrap()) else {
             panic!("not an undo")
         };
-        assert_eq!(back.encode(), u.encode());
+        assert_eq!(back.encode().unwrap(), u.encode().unwrap());
         assert_eq!(back.get(&[1; 32]), Some(None));
         assert_eq!(back.get(&[3; 32]), Some(Some(&b""[..])));
         assert_eq!(back.get(&[5; 32]), Some(Some(&b"five"[..])));
         assert_eq!(back.get(&[4; 32]), None);
-        let bytes = u.encode();
+        let bytes = u.encode().unwrap();
         assert!(decode(7, &bytes[..bytes.len() - 1]).is_none());
         let mut longer = bytes.clone();
         longer.push(0);
@@ -525,11 +603,11 @@ mod tests {
     #[test]
     fn replay_applies_rollbacks_and_keeps_only_what_links_to_the_head() {
         let items = vec![
-            (1, undo(1, 0, 1, &[]).encode()),
-            (2, undo(2, 1, 2, &[]).encode()),
-            (3, undo(3, 2, 3, &[]).encode()),
+            (1, undo(1, 0, 1, &[]).encode().unwrap()),
+            (2, undo(2, 1, 2, &[]).encode().unwrap()),
+            (3, undo(3, 2, 3, &[]).encode().unwrap()),
             (4, rollback_record(2)),
-            (5, undo(5, 1, 5, &[]).encode()),
+            (5, undo(5, 1, 5, &[]).encode().unwrap()),
         ];
         let chain = records(items.clone(), 5, 64);
         assert_eq!(chain.roots(&[5; 32]), vec![[5; 32], [1; 32], [0; 32]]);
@@ -543,7 +621,7 @@ mod tests {
         // A head the records do not lead to: nothing links.
         assert_eq!(records(items.clone(), 9, 64).len(), 0);
         // A gap (commits without records): only what is after it links.
-        let gap = vec![items[0].clone(), (7, undo(7, 6, 7, &[]).encode())];
+        let gap = vec![items[0].clone(), (7, undo(7, 6, 7, &[]).encode().unwrap())];
         assert_eq!(records(gap, 7, 64).roots(&[7; 32]), vec![[7; 32], [6; 32]]);
         // A record that does not decode ends what came before it.
         let mut bad = items.clone();

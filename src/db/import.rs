@@ -168,9 +168,7 @@ fn partition(
     let mut n = 0u64;
     for entry in entries {
         let (key, value) = entry?;
-        if value.len() as u64 > crate::MAX_VALUE_LEN {
-            return Err(Error::ValueTooLarge(value.len()));
-        }
+        crate::check_value_len(value.len())?;
         let file = &mut files[key[depth] as usize];
         file.write_all(&key)?;
         file.write_all(&(value.len() as u32).to_le_bytes())?;
@@ -252,7 +250,15 @@ impl Iterator for SpillReader {
         let mut len = [0u8; 4];
         let mut read = || -> io::Result<Entry> {
             self.0.read_exact(&mut len)?;
-            let mut value = vec![0u8; u32::from_le_bytes(len) as usize];
+            let len = u32::from_le_bytes(len) as usize;
+            // Written by this import, so never over the limit unless damaged:
+            // checked before the allocation.
+            if crate::check_value_len(len).is_err() {
+                return Err(io::Error::other(
+                    "a value over the limit in an import spill",
+                ));
+            }
+            let mut value = vec![0u8; len];
             self.0.read_exact(&mut value)?;
             Ok((key, value))
         };

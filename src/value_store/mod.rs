@@ -53,14 +53,6 @@ struct State {
 /// smallest key of the bucket after them (`None`: they were the last).
 pub(crate) type BucketRun = (Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>);
 
-/// Values longer than this do not fit a bucket's u32 length field.
-fn check_value_len(len: usize) -> Result<(), Error> {
-    if len as u64 > crate::MAX_VALUE_LEN {
-        return Err(Error::ValueTooLarge(len));
-    }
-    Ok(())
-}
-
 /// Blocks a plan that streams its writes starts at a time.
 const WRITE_CHUNK: usize = 2048;
 
@@ -457,7 +449,7 @@ impl ValueStore {
     ) -> Result<ValuePlan, Error> {
         crate::trie::check_strictly_sorted(changes.iter().map(|(k, _)| k))?;
         for (_, value) in changes {
-            check_value_len(value.as_ref().map_or(0, Vec::len))?;
+            crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
         }
         let state = self.state.read();
         let mut plan = ValuePlan {

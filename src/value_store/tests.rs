@@ -459,9 +459,11 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
 
 #[test]
 fn values_over_the_length_limit_are_refused() {
-    assert!(super::check_value_len(crate::MAX_VALUE_LEN as usize).is_ok());
-    assert!(matches!(
-        super::check_value_len(crate::MAX_VALUE_LEN as usize + 1),
-        Err(Error::ValueTooLarge(_))
-    ));
+    assert!(crate::check_value_len(crate::MAX_VALUE_LEN as usize).is_ok());
+    for len in [crate::MAX_VALUE_LEN as usize + 1, u32::MAX as usize] {
+        assert!(matches!(
+            crate::check_value_len(len),
+            Err(Error::ValueTooLarge(l)) if l == len
+        ));
+    }
 }

@@ -61,6 +61,7 @@ impl Chunk {
         entries: Vec<(KeyPath, Vec<u8>)>,
         proof: &MultiProof,
     ) -> Result<Chunk, Error> {
+        check_lengths(&entries)?;
         check_shape(&proof.terminals)?;
         let range = Range { start, end };
         let mut kept = Vec::new();
@@ -145,6 +146,7 @@ impl Chunk {
         };
         check_strictly_sorted(self.entries.iter().map(|(k, _)| k))
             .map_err(|_| Error::MalformedChunk("entries not in strictly ascending order"))?;
+        check_lengths(&self.entries)?;
         if self.end.is_some_and(|end| end <= self.start) {
             return Err(Error::MalformedChunk("empty range"));
         }
@@ -242,4 +244,12 @@ impl Range {
             Side::Across
         }
     }
+}
+
+/// Refuses a value over [`crate::MAX_VALUE_LEN`]: no database holds one, and
+/// a chunk's encoding has room for no more.
+fn check_lengths(entries: &[(KeyPath, Vec<u8>)]) -> Result<(), Error> {
+    entries
+        .iter()
+        .try_for_each(|(_, value)| crate::check_value_len(value.len()))
 }

@@ -227,7 +227,7 @@ impl Chunk {
         out.extend_from_slice(&(self.entries().len() as u32).to_le_bytes());
         for (key, value) in self.entries() {
             out.extend_from_slice(key);
-            // Values are at most crate::MAX_VALUE_LEN (u32::MAX) long.
+            // At most crate::MAX_VALUE_LEN long: Chunk::new and decode refuse more.
             out.extend_from_slice(&(value.len() as u32).to_le_bytes());
             out.extend_from_slice(value);
         }
@@ -253,6 +253,7 @@ impl Chunk {
         for _ in 0..count {
             let key = r.array()?;
             let len = u32::from_le_bytes(r.array()?) as usize;
+            crate::check_value_len(len)?;
             entries.push((key, r.take(len)?.to_vec()));
         }
         let proof_len = u32::from_le_bytes(r.array()?) as usize;
