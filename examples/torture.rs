@@ -33,7 +33,7 @@ use clap::Parser;
 use pagetrie::faults::{Faults, PowerLoss};
 use pagetrie::trie::proof::{prove_path, MultiProof, PathProof};
 use pagetrie::trie::{compute_root, hash_value};
-use pagetrie::{Chunk, Db, Error, KeyPath, Node, Options, Witness};
+use pagetrie::{Chunk, Db, Error, IoBackend, KeyPath, Node, Options, Witness};
 
 /// Torture a pagetrie database: kills, power losses, I/O errors, full disks,
 /// damaged files and mutated proofs, each checked against a model.
@@ -63,10 +63,33 @@ struct Args {
     /// The database's directory [default: a temporary one, deleted at the end].
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// The I/O engine every database runs on; injected faults reach either.
+    #[arg(long, value_enum, default_value_t = Engine::Uring)]
+    io: Engine,
+    /// How often the catalog folds and the history file is rewritten:
+    /// `production` as a node runs (folds on their own thread), or `small`,
+    /// as often as they can (on the committing thread), so faults cut them.
+    #[arg(long, value_enum, default_value_t = Logs::Production)]
+    logs: Logs,
     /// Internal: run as the child that commits from this block on until killed.
     #[arg(long, hide = true)]
     child_from: Option<u64>,
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Engine {
+    Uring,
+    Threads,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Logs {
+    Production,
+    Small,
+}
+
+/// The engine and log tuning of this run, set once from the arguments.
+static SETUP: std::sync::OnceLock<(Engine, Logs)> = std::sync::OnceLock::new();
 
 /// Keys a block draws from: a quarter share 200+ leading bits, a quarter 24+.
 const POOL: u64 = 800;
@@ -192,11 +215,26 @@ fn root_of(model: &Model) -> Node {
 }
 
 fn options(dir: &Path) -> Options {
-    Options::new(dir)
+    let (engine, logs) = SETUP
+        .get()
+        .copied()
+        .unwrap_or((Engine::Uring, Logs::Production));
+    let options = Options::new(dir)
         .commit_workers(2)
         .page_cache_mib(2)
         .value_cache_mib(1)
         .history(WINDOW)
+        .io_backend(match engine {
+            Engine::Uring => IoBackend::IoUring,
+            Engine::Threads => IoBackend::ThreadPool,
+        });
+    match logs {
+        Logs::Production => options,
+        Logs::Small => options
+            .catalog_fold_blocks(2)
+            .history_trim_blocks(2)
+            .fold_in_background(false),
+    }
 }
 
 /// Reads some keys, writes block `n` and commits it with a witness, which must
@@ -326,6 +364,16 @@ impl Torture {
         Ok(())
     }
 
+    /// The child's `--io` (0) or `--logs` (1) argument: this run's.
+    fn setup_arg(&self, which: usize) -> &'static str {
+        match (SETUP.get(), which) {
+            (Some((Engine::Threads, _)), 0) => "threads",
+            (_, 0) => "uring",
+            (Some((_, Logs::Small)), _) => "small",
+            _ => "production",
+        }
+    }
+
     /// Runs a child that commits from block `n + 1` on, kills it at a random
     /// moment, and checks the reopened database.
     fn kill(&mut self) -> Result<(), String> {
@@ -333,6 +381,8 @@ impl Torture {
         let mut child = Command::new(exe)
             .args(["--seed", &self.seed.to_string()])
             .args(["--child-from", &self.n.to_string()])
+            .args(["--io", self.setup_arg(0)])
+            .args(["--logs", self.setup_arg(1)])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::piped())
@@ -392,7 +442,7 @@ impl Torture {
         let retained = self.state.history.len() as u64;
         let rollback =
             (retained > 0 && self.rng.below(4) == 0).then(|| 1 + self.rng.below(retained) as usize);
-        let kind = self.rng.below(if power_loss { 6 } else { 5 });
+        let kind = self.rng.below(if power_loss { 7 } else { 6 });
         match kind {
             0 => faults.fail_writes_after(self.rng.below(40), self.rng.below(2) == 0),
             1 => faults.fail_one_sync_after(self.rng.below(6)),
@@ -401,6 +451,8 @@ impl Torture {
             // From the n-th sync on, every one fails: where that is the slot
             // map's, its erasure fails too, and the commit is in doubt.
             4 => faults.fail_syncs_after(self.rng.below(5)),
+            // The io_uring ring dies mid-commit (nothing on the thread pool).
+            5 => faults.kill_ring_after(self.rng.below(40)),
             _ => {} // a power loss after a commit that succeeded
         }
         let (outcome, after) = match rollback {
@@ -763,8 +815,8 @@ fn run(args: &Args) -> Result<(), String> {
         in_doubt: 0,
     };
     println!(
-        "torture: seed {}, {} kills, {} power losses, {} errors, {} corruptions, {} fuzz inputs per decoder",
-        args.seed, args.kills, args.power_losses, args.errors, args.corruptions, args.fuzz
+        "torture: seed {}, {} kills, {} power losses, {} errors, {} corruptions, {} fuzz inputs per decoder; {:?} I/O engine, {:?} log tuning",
+        args.seed, args.kills, args.power_losses, args.errors, args.corruptions, args.fuzz, args.io, args.logs
     );
     let mut round = 0;
     while t.kills < args.kills || t.power_losses < args.power_losses || t.errors < args.errors {
@@ -807,8 +859,10 @@ fn run(args: &Args) -> Result<(), String> {
     println!("fuzz: {inputs} inputs to 4 decoders (path, multi-proof, witness, chunk): {decoded} decoded and checked, {panics} panics");
     let ok = c.panics == 0 && c.wrong == 0 && panics == 0;
     println!(
-        "summary: seed {}: {} kills, {} power losses, {} errors ({} in doubt), {} blocks; 0 lost, 0 partial; corruptions {} trials, {} panics, {} wrong values; fuzz {} inputs, {} panics; {:.1?}: {}",
+        "summary: seed {} ({:?}, {:?} logs): {} kills, {} power losses, {} errors ({} in doubt), {} blocks; 0 lost, 0 partial; corruptions {} trials, {} panics, {} wrong values; fuzz {} inputs, {} panics; {:.1?}: {}",
         args.seed,
+        args.io,
+        args.logs,
         t.kills,
         t.power_losses,
         t.errors,
@@ -830,6 +884,7 @@ fn run(args: &Args) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let _ = SETUP.set((args.io, args.logs));
     if let Some(from) = args.child_from {
         return child(&args, from);
     }

@@ -107,6 +107,7 @@ impl Db {
     pub fn open(options: Options) -> Result<Db, Error> {
         let config = StoreConfig {
             backend: options.io_backend,
+            tuning: options.tuning,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: options.faults.clone(),
         };
@@ -348,13 +349,10 @@ fn return_freed_memory() {
 }
 
 impl Shared {
-    /// Asks the folder thread to fold the catalog if it is due. With
-    /// injected faults the fold runs here instead, so that an injected fault
-    /// or power loss cuts a commit or the fold right after it, never a fold
-    /// beside a later commit, as the fault tests reason.
+    /// Asks the folder thread to fold the catalog if it is due, or folds
+    /// here without [`Options::fold_in_background`].
     fn fold_later(&self) {
-        #[cfg(any(test, feature = "fault-injection"))]
-        if self.options.faults.is_some() {
+        if !self.options.fold_in_background {
             self.store.maybe_fold();
             return;
         }

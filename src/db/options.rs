@@ -23,6 +23,8 @@ pub struct Options {
     pub(crate) value_cache_mib: usize,
     pub(crate) metrics: bool,
     pub(crate) history: usize,
+    pub(crate) tuning: crate::store::Tuning,
+    pub(crate) fold_in_background: bool,
     /// Faults injected into every file, for tests.
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<std::sync::Arc<crate::io::faults::Faults>>,
@@ -39,13 +41,16 @@ impl std::fmt::Debug for Options {
             .field("value_cache_mib", &self.value_cache_mib)
             .field("metrics", &self.metrics)
             .field("history", &self.history)
+            .field("catalog_fold_blocks", &self.tuning.fold_blocks)
+            .field("history_trim_blocks", &self.tuning.trim_blocks)
+            .field("fold_in_background", &self.fold_in_background)
             .finish()
     }
 }
 
 impl Options {
-    /// Runs every read, write and sync of the database through `faults`
-    /// (on the thread-pool engine). For torture tests.
+    /// Runs every read, write and sync of the database through `faults`,
+    /// on whichever I/O engine it runs. For torture tests.
     #[cfg(feature = "fault-injection")]
     pub fn faults(mut self, faults: std::sync::Arc<crate::faults::Faults>) -> Options {
         self.faults = Some(faults);
@@ -61,11 +66,13 @@ impl Options {
             path: path.as_ref().to_path_buf(),
             commit_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             import_memory_mib: 1024,
-            io_backend: IoBackend::Auto,
+            io_backend: crate::store::default_backend(),
             page_cache_mib: 1024,
             value_cache_mib: 256,
             metrics: true,
             history: 64,
+            tuning: crate::store::Tuning::default(),
+            fold_in_background: true,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         }
@@ -122,6 +129,31 @@ impl Options {
     /// discards any kept before).
     pub fn history(mut self, commits: usize) -> Options {
         self.history = commits;
+        self
+    }
+
+    /// Catalog log blocks (4 KiB each) past which the catalog is folded into
+    /// a new snapshot, if the log is also longer than the snapshot (default
+    /// 4096, at least 1). The catalog lets open skip reading every block;
+    /// a smaller value folds more often and keeps open shorter.
+    pub fn catalog_fold_blocks(mut self, blocks: u64) -> Options {
+        self.tuning.fold_blocks = blocks.max(1);
+        self
+    }
+
+    /// Blocks of history records older than the window that may pile up
+    /// before the history file is rewritten without them (default 16384,
+    /// at least 1; a rewrite also waits until they are half what is kept).
+    pub fn history_trim_blocks(mut self, blocks: u64) -> Options {
+        self.tuning.trim_blocks = blocks.max(1);
+        self
+    }
+
+    /// Whether catalog folds run on a thread of their own after a commit
+    /// returns, beside the next block's execution (default), or on the
+    /// committing thread, lengthening the commit that asks for one.
+    pub fn fold_in_background(mut self, on: bool) -> Options {
+        self.fold_in_background = on;
         self
     }
 }

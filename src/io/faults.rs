@@ -3,8 +3,12 @@
 //! yet synced. Built for the crate's tests and, with the `fault-injection`
 //! feature, for torture programs outside it (`examples/torture.rs`).
 //!
-//! A database opened with a fault plan runs its I/O on the thread-pool engine,
-//! whose every read, write and sync goes through the plan.
+//! The plan sits beneath both I/O engines: the thread pool asks it before
+//! each pread and pwrite, the io_uring engine before each submission, and
+//! carries an injected failure out through the kernel (a write cut short,
+//! then a completion that fails), so its own error paths run as in
+//! production. Syncs and allocations go through the files' own methods on
+//! either engine. The ring can also be made to die mid-commit.
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -36,6 +40,9 @@ pub struct Faults {
     /// Blocks the files may still grow by before writes fail with ENOSPC
     /// (u64::MAX: unbounded).
     space_left: AtomicU64,
+    /// Jobs the io_uring engine still takes; at the next one its ring dies
+    /// (u64::MAX: never).
+    ring_jobs_left: AtomicU64,
     unsynced: Mutex<Unsynced>,
 }
 
@@ -70,8 +77,18 @@ struct Unsynced {
     lengths: std::collections::HashMap<i32, u64>,
 }
 
-fn injected() -> io::Error {
+pub(crate) fn injected() -> io::Error {
     io::Error::other("injected fault")
+}
+
+/// What an injected fault does to one write, decided before it is issued.
+pub(crate) enum WriteFault {
+    /// Nothing: it is written.
+    None,
+    /// It fails, writing nothing.
+    Fail,
+    /// It writes its first half, then fails.
+    Torn,
 }
 
 /// Takes one from `counter` unless it is u64::MAX (unlimited); false once it
@@ -94,6 +111,7 @@ impl Faults {
         f.sync_fails_after.store(u64::MAX, Ordering::SeqCst);
         f.syncs_left.store(u64::MAX, Ordering::SeqCst);
         f.space_left.store(u64::MAX, Ordering::SeqCst);
+        f.ring_jobs_left.store(u64::MAX, Ordering::SeqCst);
         f
     }
 
@@ -130,6 +148,13 @@ impl Faults {
         self.space_left.store(blocks, Ordering::SeqCst);
     }
 
+    /// Lets the io_uring engine take `n` more jobs; at the next one its ring
+    /// dies, failing every job in flight as abandoned (the kernel may still
+    /// carry them out) and every job after. Does nothing on the thread pool.
+    pub fn kill_ring_after(&self, n: u64) {
+        self.ring_jobs_left.store(n, Ordering::SeqCst);
+    }
+
     /// Turns every fault off (writes not yet synced stay tracked).
     pub fn clear(&self) {
         self.writes_left.store(u64::MAX, Ordering::SeqCst);
@@ -139,6 +164,15 @@ impl Faults {
         self.syncs_left.store(u64::MAX, Ordering::SeqCst);
         self.fail_reads.store(false, Ordering::SeqCst);
         self.space_left.store(u64::MAX, Ordering::SeqCst);
+        self.ring_jobs_left.store(u64::MAX, Ordering::SeqCst);
+    }
+
+    /// Before the io_uring engine takes a job: an error means its ring dies.
+    pub(crate) fn before_ring_job(&self) -> io::Result<()> {
+        match take(&self.ring_jobs_left, 1) {
+            true => Ok(()),
+            false => Err(io::Error::other("injected fault: the io_uring ring died")),
+        }
     }
 
     pub(crate) fn before_read(&self) -> io::Result<()> {
@@ -171,7 +205,10 @@ impl Faults {
         }
     }
 
-    pub(crate) fn write(&self, file: &DataFile, block: &Block, offset: u64) -> io::Result<()> {
+    /// Before a write of a block at `offset` of `file` is issued: keeps what
+    /// it overwrites, for a power loss, and says what the write does; fails
+    /// with ENOSPC if it would grow the file past the space left.
+    pub(crate) fn before_write(&self, file: &DataFile, offset: u64) -> io::Result<WriteFault> {
         let raw = file.raw();
         let fd = file.fd();
         let len = raw.metadata()?.len();
@@ -189,13 +226,24 @@ impl Faults {
         unsynced.lengths.entry(fd).or_insert(len);
         unsynced.writes.push((fd, offset, before));
         drop(unsynced);
-        if take(&self.writes_left, 1) {
-            return raw.write_all_at(&block.0, offset);
+        Ok(match take(&self.writes_left, 1) {
+            true => WriteFault::None,
+            false if self.short_writes.load(Ordering::SeqCst) => WriteFault::Torn,
+            false => WriteFault::Fail,
+        })
+    }
+
+    /// A write on the thread pool, through the plan.
+    pub(crate) fn write(&self, file: &DataFile, block: &Block, offset: u64) -> io::Result<()> {
+        let raw = file.raw();
+        match self.before_write(file, offset)? {
+            WriteFault::None => raw.write_all_at(&block.0, offset),
+            WriteFault::Torn => {
+                raw.write_all_at(&block.0[..BLOCK_SIZE / 2], offset)?;
+                Err(injected())
+            }
+            WriteFault::Fail => Err(injected()),
         }
-        if self.short_writes.load(Ordering::SeqCst) {
-            raw.write_all_at(&block.0[..BLOCK_SIZE / 2], offset)?;
-        }
-        Err(injected())
     }
 
     /// A successful sync of `file` makes its writes so far durable.

@@ -121,3 +121,83 @@ fn auto_prefers_io_uring_and_reports_a_fallback() {
     let io = Io::start(IoBackend::Auto, None).unwrap();
     assert_eq!(io.is_uring(), io.fallback_reason().is_none());
 }
+
+/// `file` at `path` with the fault plan `faults`.
+fn faulty_file(path: &std::path::Path, faults: &Arc<super::faults::Faults>) -> Arc<DataFile> {
+    let mut file = DataFile::open(path).unwrap();
+    file.faults = Some(faults.clone());
+    Arc::new(file)
+}
+
+#[test]
+fn injected_faults_reach_both_engines() {
+    use super::faults::Faults;
+    for io in engines() {
+        let uring = io.is_uring();
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::none());
+        let file = faulty_file(&dir.path().join("data"), &faults);
+        let block = |offset: u64| (file.clone(), Op::Write, offset, block_of(offset));
+        io.run_all([block(0)]).unwrap();
+        // A torn write: half the block lands, and the job fails.
+        faults.fail_writes_after(0, true);
+        let err = io.run_all([block(0)]).err().unwrap().to_string();
+        assert!(err.contains("injected"), "uring={uring}: {err}");
+        let mut found = Block::zeroed();
+        faults.clear();
+        file.read_block(&mut found, 0).unwrap();
+        assert!(found.0[..BLOCK_SIZE / 2] == block_of(0).0[..BLOCK_SIZE / 2]);
+        // A write that fails whole, among ones that succeed.
+        faults.fail_writes_after(1, false);
+        let err = io.run_all([block(BLOCK_SIZE as u64), block(2 * BLOCK_SIZE as u64)]);
+        assert!(err.is_err(), "uring={uring}");
+        faults.clear();
+        // A full disk fails a write that grows the file with ENOSPC.
+        faults.disk_full_after(0);
+        match io.run_all([block(10 * BLOCK_SIZE as u64)]) {
+            Err(crate::Error::Io { source, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(libc::ENOSPC), "uring={uring}")
+            }
+            other => panic!("uring={uring}: {:?}", other.map(drop)),
+        }
+        faults.clear();
+        // A failing read, on the engine and on the calling thread.
+        faults.fail_reads(true);
+        let read = io.run_all([(file.clone(), Op::Read, 0, Block::zeroed())]);
+        assert!(read.is_err(), "uring={uring}");
+        assert!(io.read(&file, 0).is_err(), "uring={uring}");
+        faults.clear();
+        // Power loss undoes what was not synced, whichever engine wrote it.
+        file.sync().unwrap();
+        let synced = file.blocks().unwrap();
+        io.run_all([block(20 * BLOCK_SIZE as u64)]).unwrap();
+        faults
+            .lose_power(
+                std::slice::from_ref(&file),
+                super::faults::PowerLoss::DropAll,
+            )
+            .unwrap();
+        assert_eq!(file.blocks().unwrap(), synced, "uring={uring}");
+    }
+}
+
+#[test]
+fn an_io_uring_ring_that_dies_fails_what_is_in_flight_and_everything_after() {
+    use super::faults::Faults;
+    let Some(io) = engines().into_iter().find(Io::is_uring) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::none());
+    let file = faulty_file(&dir.path().join("data"), &faults);
+    faults.kill_ring_after(5);
+    let jobs = (0..20u64).map(|i| {
+        let offset = i * BLOCK_SIZE as u64;
+        (file.clone(), Op::Write, offset, block_of(offset))
+    });
+    let err = io.run_all(jobs).err().expect("the jobs failed");
+    assert!(super::may_still_land(&err), "{err}");
+    faults.clear();
+    let after = io.run_all([(file.clone(), Op::Read, 0, Block::zeroed())]);
+    assert!(after.is_err(), "a job after the ring died succeeded");
+}

@@ -51,7 +51,14 @@ pub(super) fn start(
 struct InFlight {
     job: Job,
     done: usize,
+    /// An injected failure: the transfer stops after `cut` bytes and its
+    /// next entry goes to no file, so the kernel fails it and the completion
+    /// reports this error instead.
+    fault: Option<(io::Error, usize)>,
 }
+
+/// A descriptor no file has: the kernel fails an entry on it with EBADF.
+const NO_FILE: RawFd = -1;
 
 struct Ring {
     ring: IoUring,
@@ -116,8 +123,20 @@ impl Ring {
                 self.slots.len() - 1
             }
         };
-        self.slots[slot] = Some(InFlight { job, done: 0 });
+        let (fault, dies) = match injected(&job) {
+            Ok(fault) => (fault, None),
+            Err(e) => (None, Some(e)),
+        };
+        self.slots[slot] = Some(InFlight {
+            job,
+            done: 0,
+            fault,
+        });
         self.in_flight += 1;
+        // A ring that dies takes this job down with those in flight.
+        if let Some(e) = dies {
+            return Err(e);
+        }
         self.push(slot)
     }
 
@@ -126,8 +145,13 @@ impl Ring {
         let Some(f) = self.slots[slot].as_mut() else {
             return Ok(());
         };
-        let fd = types::Fd(f.job.file.fd());
-        let len = (BLOCK_SIZE - f.done) as u32;
+        let (fd, end) = match &f.fault {
+            Some((_, cut)) if f.done < *cut => (f.job.file.fd(), *cut),
+            Some(_) => (NO_FILE, BLOCK_SIZE),
+            None => (f.job.file.fd(), BLOCK_SIZE),
+        };
+        let fd = types::Fd(fd);
+        let len = (end - f.done) as u32;
         let offset = f.job.offset + f.done as u64;
         let entry: squeue::Entry = match f.job.op {
             Op::Read => {
@@ -200,7 +224,10 @@ impl Ring {
             let outcome = if res < 0 {
                 match -res {
                     EINTR | EAGAIN => None,
-                    errno => Some(Err(io::Error::from_raw_os_error(errno))),
+                    errno => Some(Err(match f.fault.take() {
+                        Some((injected, _)) => injected,
+                        None => io::Error::from_raw_os_error(errno),
+                    })),
                 }
             } else if res == 0 {
                 Some(Err(io::Error::new(
@@ -224,6 +251,32 @@ impl Ring {
         }
         Ok(())
     }
+}
+
+/// What the fault plan of `job`'s file injects into it: `Err` if the ring
+/// dies at it, else the failure it meets, if any, and the bytes it moves
+/// before (half a block for a torn write).
+#[cfg(any(test, feature = "fault-injection"))]
+fn injected(job: &Job) -> io::Result<Option<(io::Error, usize)>> {
+    use super::faults::{self, WriteFault};
+    let Some(plan) = &job.file.faults else {
+        return Ok(None);
+    };
+    plan.before_ring_job()?;
+    Ok(match job.op {
+        Op::Read => plan.before_read().err().map(|e| (e, 0)),
+        Op::Write => match plan.before_write(&job.file, job.offset) {
+            Err(e) => Some((e, 0)),
+            Ok(WriteFault::None) => None,
+            Ok(WriteFault::Fail) => Some((faults::injected(), 0)),
+            Ok(WriteFault::Torn) => Some((faults::injected(), BLOCK_SIZE / 2)),
+        },
+    })
+}
+
+#[cfg(not(any(test, feature = "fault-injection")))]
+fn injected(_: &Job) -> io::Result<Option<(io::Error, usize)>> {
+    Ok(None)
 }
 
 impl Drop for Ring {

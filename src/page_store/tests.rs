@@ -51,7 +51,7 @@ fn plan_of(
 }
 
 fn open(dir: &Path, cache_pages: usize) -> (Store, PageStore) {
-    let store = Store::open(dir, StoreConfig::default()).unwrap();
+    let store = Store::open(dir, StoreConfig::small()).unwrap();
     let pages = PageStore::open(&store, cache_pages).unwrap();
     (store, pages)
 }
@@ -165,7 +165,7 @@ fn a_damaged_page_is_an_error_at_open() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[4096 * 2 + 100] ^= 4;
     std::fs::write(&path, bytes).unwrap();
-    let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+    let store = Store::open(dir.path(), StoreConfig::small()).unwrap();
     assert!(PageStore::open(&store, 10).is_err());
 }
 
@@ -268,7 +268,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
         dir.path(),
         StoreConfig {
             faults: Some(faults.clone()),
-            ..StoreConfig::default()
+            ..StoreConfig::small()
         },
     )
     .unwrap();

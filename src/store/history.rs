@@ -6,7 +6,7 @@
 //! Records older than the ones the layer above still needs are dropped by
 //! copying the rest to `history.new` and renaming it over `history`, once the
 //! dropped part is as large as half the kept part (and at least
-//! [`MIN_TRIM_BLOCKS`]): the file stays within about 1.5 times what is kept,
+//! [`super::Tuning::trim_blocks`]): the file stays within about 1.5 times what is kept,
 //! and each kept byte is copied about twice over its life.
 
 use std::collections::VecDeque;
@@ -22,12 +22,6 @@ use crate::Error;
 pub(super) const FILE: &str = "history";
 const NEW: &str = "history.new";
 const MAGIC: &[u8; 8] = b"pthistry";
-/// Dropped blocks below which the file is not rewritten. Small in tests, so
-/// that they rewrite often.
-#[cfg(not(any(test, feature = "fault-injection")))]
-const MIN_TRIM_BLOCKS: u64 = 16384;
-#[cfg(any(test, feature = "fault-injection"))]
-const MIN_TRIM_BLOCKS: u64 = 2;
 
 /// The history file and where its records lie.
 pub(super) struct HistoryLog {
@@ -75,12 +69,6 @@ pub(super) fn load(dir: &Path, file: Arc<DataFile>, durable: u64) -> Result<Hist
     })
 }
 
-/// Blocks a rewrite copies per batch (a few in tests, so they copy several).
-#[cfg(not(test))]
-const COPY_BATCH: u64 = 256;
-#[cfg(test)]
-const COPY_BATCH: u64 = 3;
-
 /// Blocks `from..to` of the file at `path`.
 fn read_range(path: &Path, from: u64, to: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
@@ -119,14 +107,14 @@ impl HistoryLog {
 
     /// Whether dropping the records before commit `keep_from` would shrink
     /// the file enough to rewrite it, and from which block.
-    fn trim_point(&self, keep_from: u64) -> Option<u64> {
+    fn trim_point(&self, keep_from: u64, min_blocks: u64) -> Option<u64> {
         let first = self
             .starts
             .iter()
             .find(|(seqno, _)| *seqno >= keep_from)
             .map_or(self.end, |(_, start)| *start);
         let kept = self.end - first;
-        (first >= MIN_TRIM_BLOCKS && first >= kept / 2).then_some(first)
+        (first >= min_blocks && first >= kept / 2).then_some(first)
     }
 
     /// Drops the records before commit `keep_from` if that pays: the kept
@@ -138,8 +126,9 @@ impl HistoryLog {
         io: &Io,
         open: impl Fn(&Path) -> Result<DataFile, Error>,
         keep_from: u64,
+        tuning: &super::Tuning,
     ) -> Result<(), Error> {
-        let Some(first) = self.trim_point(keep_from) else {
+        let Some(first) = self.trim_point(keep_from, tuning.trim_blocks) else {
             return Ok(());
         };
         let file = Arc::new(open(&dir.join(NEW))?);
@@ -151,7 +140,7 @@ impl HistoryLog {
             // into blocks, they sat beside the caches at once.
             let mut at = first;
             while at < self.end {
-                let to = self.end.min(at + COPY_BATCH);
+                let to = self.end.min(at + tuning.copy_batch);
                 let kept = read_range(&dir.join(FILE), at, to)
                     .map_err(|e| Error::io("reading", FILE, e))?;
                 write_blocks(io, &file, at - first, framing::to_blocks(&kept))?;

@@ -187,8 +187,8 @@ impl Batch {
 /// How to open a store.
 pub(crate) struct StoreConfig {
     pub(crate) backend: IoBackend,
-    /// Faults injected into every file (forces the thread-pool engine, whose I/O
-    /// goes through the files' own methods).
+    pub(crate) tuning: Tuning,
+    /// Faults injected into every file, beneath either engine.
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<Arc<crate::io::faults::Faults>>,
 }
@@ -197,6 +197,7 @@ impl Default for StoreConfig {
     fn default() -> StoreConfig {
         StoreConfig {
             backend: default_backend(),
+            tuning: Tuning::default(),
             #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         }
@@ -206,7 +207,7 @@ impl Default for StoreConfig {
 /// Tests run on the engine `PAGETRIE_TEST_IO` names (`threads` or `uring`), so CI
 /// can run the whole suite on each.
 #[cfg(test)]
-fn default_backend() -> IoBackend {
+pub(crate) fn default_backend() -> IoBackend {
     match std::env::var("PAGETRIE_TEST_IO").as_deref() {
         Ok("threads") => IoBackend::ThreadPool,
         Ok("uring") => IoBackend::IoUring,
@@ -215,7 +216,7 @@ fn default_backend() -> IoBackend {
 }
 
 #[cfg(not(test))]
-fn default_backend() -> IoBackend {
+pub(crate) fn default_backend() -> IoBackend {
     IoBackend::Auto
 }
 
@@ -246,6 +247,7 @@ pub(crate) struct Store {
     catalog: Mutex<CatalogState>,
     /// Where commits append their history records.
     history: Mutex<history::HistoryLog>,
+    tuning: Tuning,
     #[cfg(any(test, feature = "fault-injection"))]
     faults: Option<Arc<crate::io::faults::Faults>>,
     _lock: DirLock,
@@ -253,13 +255,52 @@ pub(crate) struct Store {
 
 const MAP_FILES: [&str; 2] = ["slots0", "slots1"];
 
-/// Log blocks past which the catalog is folded into a new snapshot, if the
-/// log is also longer than the snapshot: open reads at most about twice the
-/// snapshot. Small in tests, so that they fold often.
-#[cfg(not(any(test, feature = "fault-injection")))]
-const MIN_FOLD_BLOCKS: u64 = 4096;
-#[cfg(any(test, feature = "fault-injection"))]
-const MIN_FOLD_BLOCKS: u64 = 2;
+/// When the store rewrites its logs: production values by default, small
+/// only in the tests that need folds and trims to happen often.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tuning {
+    /// Log blocks past which the catalog is folded into a new snapshot, if
+    /// the log is also longer than the snapshot: open reads at most about
+    /// twice the snapshot.
+    pub(crate) fold_blocks: u64,
+    /// Dropped history blocks below which the history file is not rewritten.
+    pub(crate) trim_blocks: u64,
+    /// Blocks a history rewrite copies per batch.
+    pub(crate) copy_batch: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            fold_blocks: 4096,
+            trim_blocks: 16384,
+            copy_batch: 256,
+        }
+    }
+}
+
+#[cfg(test)]
+impl StoreConfig {
+    /// The default engine with [`Tuning::SMALL`]: for the tests of the
+    /// store's mechanisms, whose folds and trims must happen, and be cut
+    /// by their faults, within a few commits.
+    pub(crate) fn small() -> StoreConfig {
+        StoreConfig {
+            tuning: Tuning::SMALL,
+            ..StoreConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+impl Tuning {
+    /// Folds, trims and copies in batches as often as they can happen.
+    pub(crate) const SMALL: Tuning = Tuning {
+        fold_blocks: 2,
+        trim_blocks: 2,
+        copy_batch: 3,
+    };
+}
 
 struct CatalogState {
     /// The seed the stores' fingerprints in the notes are made with.
@@ -305,14 +346,7 @@ impl Store {
         ];
         // New files' names must survive a crash as well as their contents.
         sync_dir(dir)?;
-        #[cfg(any(test, feature = "fault-injection"))]
-        let backend = match config.faults {
-            Some(_) => IoBackend::ThreadPool,
-            None => config.backend,
-        };
-        #[cfg(not(any(test, feature = "fault-injection")))]
-        let backend = config.backend;
-        let io = Io::start(backend, Some(lock.fd()))?;
+        let io = Io::start(config.backend, Some(lock.fd()))?;
         let durable = recover(&io, &meta_file, &maps, &targets)?;
         let log = open(catalog::LOG)?;
         let found = catalog::load(dir, &log, &durable.meta, &durable.map, random_seed())?;
@@ -337,9 +371,10 @@ impl Store {
                 snapshot_blocks: found.snapshot_blocks,
                 recent: found.recent,
                 log_end: found.log_end,
-                fold_at: MIN_FOLD_BLOCKS.max(found.snapshot_blocks),
+                fold_at: config.tuning.fold_blocks.max(found.snapshot_blocks),
             }),
             history: Mutex::new(history),
+            tuning: config.tuning,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: config.faults.clone(),
             _lock: lock,
@@ -478,7 +513,7 @@ impl Store {
         let _ = self
             .history
             .lock()
-            .trim(&self.dir, &self.io, open, keep_from);
+            .trim(&self.dir, &self.io, open, keep_from, &self.tuning);
     }
 
     /// Drops every history record, durably.
@@ -510,7 +545,7 @@ impl Store {
             source,
         )?;
         state.snapshot_blocks = blocks;
-        state.fold_at = MIN_FOLD_BLOCKS.max(blocks);
+        state.fold_at = self.tuning.fold_blocks.max(blocks);
         state.recent.restart(seqno);
         // A crash before this leaves records the snapshot already holds: open
         // skips them.

@@ -173,7 +173,7 @@ fn faulty_store(dir: &Path, commits: u64) -> (Store, Arc<Faults>) {
     let faults = Arc::new(Faults::none());
     let config = StoreConfig {
         faults: Some(faults.clone()),
-        ..StoreConfig::default()
+        ..StoreConfig::small()
     };
     let store = Store::open(dir, config).unwrap();
     for k in 1..=commits {
@@ -212,7 +212,7 @@ fn assert_state(store: &Store, s: u64) {
 }
 
 fn open(dir: &Path) -> Store {
-    Store::open(dir, StoreConfig::default()).unwrap()
+    Store::open(dir, StoreConfig::small()).unwrap()
 }
 
 #[test]
@@ -223,7 +223,7 @@ fn commits_survive_reopen_on_both_engines() {
             dir.path(),
             StoreConfig {
                 backend,
-                ..StoreConfig::default()
+                ..StoreConfig::small()
             },
         )
         .unwrap();
@@ -379,7 +379,7 @@ fn a_directory_has_one_owner() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     assert!(matches!(
-        Store::open(dir.path(), StoreConfig::default()),
+        Store::open(dir.path(), StoreConfig::small()),
         Err(Error::Locked)
     ));
     drop(store);
@@ -586,7 +586,7 @@ fn crash_child() {
         Path::new(&dir),
         StoreConfig {
             backend,
-            ..StoreConfig::default()
+            ..StoreConfig::small()
         },
     )
     .unwrap();
@@ -732,7 +732,7 @@ fn truncated_zeroed_or_garbage_files_are_errors() {
             // Damage to a file the last commit fully wrote may go unseen at open
             // (it is checked when its blocks are read); the open itself must not panic,
             // and damage to the meta record, or a truncated data file, must be an error.
-            let result = Store::open(dir.path(), StoreConfig::default());
+            let result = Store::open(dir.path(), StoreConfig::small());
             // Commit 8's map is in slots0; slots1 holds commit 7's, obsolete.
             if name == "meta"
                 || (damage == "truncate" && !name.starts_with("slots"))
@@ -749,7 +749,7 @@ fn random_byte_flips_never_panic_on_open() {
     let dir = tempfile::tempdir().unwrap();
     small_database(dir.path());
     crate::test_support::flip_random_bits(dir.path(), &FILES, 200, 8, |dir| {
-        if let Ok(store) = Store::open(dir, StoreConfig::default()) {
+        if let Ok(store) = Store::open(dir, StoreConfig::small()) {
             for t in Target::ALL {
                 for i in 0..store.meta().lengths[t as usize] {
                     let _ = store.read(t, i);

@@ -17,7 +17,7 @@ fn commit(store: &Store, values: &ValueStore, changes: Changes) {
 }
 
 fn open(dir: &Path) -> (Store, ValueStore) {
-    let store = Store::open(dir, StoreConfig::default()).unwrap();
+    let store = Store::open(dir, StoreConfig::small()).unwrap();
     let values = ValueStore::open(&store, 16 * 4096).unwrap();
     (store, values)
 }
@@ -220,7 +220,7 @@ fn grows_to_a_million_entries_then_shrinks_after_mass_deletion() {
 #[test]
 fn clustered_keys_keep_reads_at_one() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreConfig::default()).unwrap();
+    let store = Store::open(dir.path(), StoreConfig::small()).unwrap();
     // No bucket cache: the test counts what a lookup costs on disk.
     let values = ValueStore::open(&store, 0).unwrap();
     let mut rng = Rng(77);
@@ -436,7 +436,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
         dir.path(),
         StoreConfig {
             faults: Some(faults.clone()),
-            ..StoreConfig::default()
+            ..StoreConfig::small()
         },
     )
     .unwrap();

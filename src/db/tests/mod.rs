@@ -83,11 +83,21 @@ fn commit(db: &Db, n: u64) -> Result<crate::Node, Error> {
     session.commit()
 }
 
+/// `options` with the catalog folded and the history trimmed as often as
+/// they can be, so that a few commits fold, trim, and copy in batches.
+fn small(mut options: Options) -> Options {
+    options.tuning = crate::store::Tuning::SMALL;
+    options
+}
+
 /// A database opened with `options` through a fresh fault plan, with blocks
-/// 1 to `blocks` committed.
+/// 1 to `blocks` committed. Folds and trims come often, and on the
+/// committing thread, so that an injected fault or power loss cuts a commit
+/// or the fold right after it, never a fold beside a later commit, as the
+/// fault tests reason.
 fn faulty_db(options: Options, blocks: u64) -> (Db, Arc<Faults>) {
     let faults = Arc::new(Faults::none());
-    let mut options = options;
+    let mut options = small(options).fold_in_background(false);
     options.faults = Some(faults.clone());
     let db = Db::open(options).unwrap();
     for n in 1..=blocks {
@@ -192,7 +202,7 @@ fn an_error_from_a_failed_sync_says_whether_the_commit_is_durable() {
 #[test]
 fn open_after_a_crash_reads_the_catalog_whatever_write_the_crash_cut() {
     // Twelve commits: the catalog folds into new snapshots along the way
-    // (tests fold at a few blocks of log), and a crash may cut any write of
+    // (at a few blocks of log), and a crash may cut any write of
     // the last commit or of the fold after it.
     let models = models(12);
     for fail_at in (0..40).step_by(3) {
@@ -212,11 +222,11 @@ fn open_after_a_crash_reads_the_catalog_whatever_write_the_crash_cut() {
 
 #[test]
 fn catalog_folds_off_the_committing_thread_keep_every_commit() {
-    // Tests fold at a few blocks of log, so the folder thread folds every
-    // commit or two while the next commits wait for it.
+    // Folds at a few blocks of log, so the folder thread folds every commit
+    // or two while the next commits wait for it.
     let models = models(30);
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(Options::new(dir.path())).unwrap();
+    let db = Db::open(small(Options::new(dir.path()))).unwrap();
     for n in 1..=30 {
         commit(&db, n).unwrap();
         assert_state(&db, &models[n as usize]);
@@ -570,7 +580,7 @@ fn a_rollback_cut_by_a_fault_and_power_loss_leaves_one_state_and_its_history() {
 #[test]
 fn the_history_file_keeps_about_the_window_and_reopens_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options::new(dir.path()).history(3);
+    let options = small(Options::new(dir.path()).history(3));
     let db = Db::open(options.clone()).unwrap();
     let models = models(60);
     for n in 1..=60u64 {
@@ -584,7 +594,7 @@ fn the_history_file_keeps_about_the_window_and_reopens_whole() {
     }
     assert_history(&db, &models, 60, 4);
     // Records of about 3 blocks each (values and the root page), 180 in all
-    // without trimming: the dropped ones were cut away (tests rewrite from 2
+    // without trimming: the dropped ones were cut away (rewritten from 2
     // dropped blocks on).
     let blocks = std::fs::metadata(dir.path().join("history")).unwrap().len() / 4096;
     assert!(blocks <= 30, "{blocks} blocks");
