@@ -56,6 +56,16 @@ pub enum Error {
     /// A session was committed after another commit moved the root it started
     /// from; its writes were not applied.
     StaleSession,
+    /// A session, overlay or iterator began on a commit whose replaced
+    /// values were dropped to keep the RAM that snapshots hold within
+    /// [`crate::Options::snapshot_budget_mib`]: it can no longer read its
+    /// state. Nothing changed; begin a new one on a newer root.
+    SnapshotTooOld,
+    /// An operation that reads the committed state without holding commits
+    /// back ([`crate::Db::prove_at`]) was spoiled by a commit landing during
+    /// each of its attempts. Nothing changed; try again (between commits,
+    /// for one that takes long).
+    Busy,
     /// Another handle holds the database directory.
     Locked,
     /// A root that is not among the retained ones ([`crate::Db::roots`]):
@@ -226,6 +236,12 @@ impl fmt::Display for Error {
             Error::Internal(what) => write!(f, "internal error (please report): {what}"),
             Error::StaleSession => f.write_str(
                 "session is stale: another commit landed after it began; begin a new session",
+            ),
+            Error::SnapshotTooOld => f.write_str(
+                "snapshot too old: the values it needs were dropped to keep snapshots within their RAM budget; begin a new session",
+            ),
+            Error::Busy => f.write_str(
+                "commits landed during every attempt; nothing changed: try again",
             ),
             Error::Locked => f.write_str("database directory is in use by another handle"),
             Error::UnknownRoot => {

@@ -95,6 +95,15 @@ struct Args {
     /// database 11 commits back), and report the history's size.
     #[arg(long)]
     versions: bool,
+    /// pagetrie: hold a session begun before the first workload across all
+    /// of them (an RPC's snapshot), and report the RAM kept for it and
+    /// whether it still reads at the end.
+    #[arg(long)]
+    hold_snapshot: bool,
+    /// pagetrie: RAM old values kept for snapshots may take
+    /// (`Options::snapshot_budget_mib`).
+    #[arg(long, default_value_t = 512)]
+    snapshot_budget_mib: usize,
 }
 
 fn cpus() -> usize {
@@ -182,6 +191,7 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
             .value_cache_mib(args.value_cache_mib)
             .commit_workers(args.workers)
             .history(args.history)
+            .snapshot_budget_mib(args.snapshot_budget_mib)
     };
     let quiet = args.json;
     let (db, mut accounts, import) =
@@ -210,10 +220,27 @@ fn run_pagetrie(args: &Args, dir: &Path) -> Result<Run, BoxError> {
     let direct_io = Some(db.metrics().direct_io);
     let opened_from_catalog = Some(db.metrics().opened_from_catalog);
     let mut pipeline = workload::Pipeline::default();
-    let mut stats = workloads(args, |config| match args.pipeline {
-        true => Ok(pipeline.run(&db, &mut accounts, config)?),
-        false => Ok(workload::run_workload(&db, &mut accounts, config)?),
+    let held = args.hold_snapshot.then(|| db.begin_session());
+    let mut most_kept = 0;
+    let mut stats = workloads(args, |config| {
+        let stats = match args.pipeline {
+            true => pipeline.run(&db, &mut accounts, config)?,
+            false => workload::run_workload(&db, &mut accounts, config)?,
+        };
+        most_kept = most_kept.max(db.metrics().retained_version_bytes);
+        Ok(stats)
     })?;
+    if let Some(held) = held {
+        let read = match held.read(&[0; 32]) {
+            Ok(_) => "still reads".to_string(),
+            Err(e) => format!("fails: {e}"),
+        };
+        eprintln!(
+            "held snapshot: at most {:.1} MiB kept for snapshots after a workload (budget {} MiB); its read {read}",
+            most_kept as f64 / (1 << 20) as f64,
+            args.snapshot_budget_mib,
+        );
+    }
     // The last commit belongs to the last workload's time.
     let tail = pipeline.wait()?;
     if let Some(last) = stats.last_mut() {

@@ -442,9 +442,9 @@ impl Shared {
         let chain = self.versions.head_and_chain().1;
         let chain = match (self.options.history, step) {
             (0, _) => Chain::default(),
-            (window, Step::Keep) => {
+            (_, Step::Keep) => {
                 batch.history = Some(undo.encode()?);
-                chain.pushed(undo.clone(), window)
+                chain.pushed(undo.clone(), self.options.history_window())
             }
             (_, Step::Rollback(depth)) => {
                 batch.history = Some(history::rollback_record(depth));

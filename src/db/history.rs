@@ -341,6 +341,30 @@ pub(crate) fn oldest_values<'a>(
     out
 }
 
+/// How far the history reaches back at most: commits, and the RAM their
+/// undos take.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub(crate) commits: usize,
+    pub(crate) bytes: usize,
+}
+
+impl Window {
+    /// Drops undos from the front of `undos` (oldest first) until it fits.
+    fn fit(&self, undos: &mut Vec<Arc<Undo>>) {
+        let mut bytes: usize = undos.iter().map(|undo| undo.bytes()).sum();
+        let mut over = undos.len().saturating_sub(self.commits);
+        for undo in &undos[..over] {
+            bytes -= undo.bytes();
+        }
+        while bytes > self.bytes && over < undos.len() {
+            bytes -= undos[over].bytes();
+            over += 1;
+        }
+        undos.drain(..over);
+    }
+}
+
 /// The retained undos, oldest first; shared, so a reader keeps the chain it
 /// began with while commits go on.
 #[derive(Clone, Default)]
@@ -352,16 +376,14 @@ impl Chain {
     /// left, if `window` has not changed since. Undos that do not link up to the
     /// head (history was off for a while, or the file was damaged) are not
     /// kept: the history then reaches back less far, never to a wrong state.
-    pub(crate) fn replay(records: Vec<(u64, Vec<u8>)>, head: &Node, window: usize) -> Chain {
+    pub(crate) fn replay(records: Vec<(u64, Vec<u8>)>, head: &Node, window: Window) -> Chain {
         let mut undos: Vec<Arc<Undo>> = Vec::new();
         for (seqno, bytes) in records {
             match decode(seqno, &bytes) {
                 // The window applies at each step, as it did when they were made.
                 Some(Record::Undo(undo)) => {
                     undos.push(Arc::new(undo));
-                    if undos.len() > window {
-                        undos.remove(0);
-                    }
+                    window.fit(&mut undos);
                 }
                 Some(Record::Rollback(dropped)) => {
                     undos.truncate(undos.len().saturating_sub(dropped))
@@ -439,12 +461,11 @@ impl Chain {
         out.into_iter().collect()
     }
 
-    /// The chain after a commit that kept `undo`, at most `window` long.
-    pub(crate) fn pushed(&self, undo: Arc<Undo>, window: usize) -> Chain {
+    /// The chain after a commit that kept `undo`, within `window`.
+    pub(crate) fn pushed(&self, undo: Arc<Undo>, window: Window) -> Chain {
         let mut undos: Vec<Arc<Undo>> = self.0.as_ref().clone();
         undos.push(undo);
-        let over = undos.len().saturating_sub(window);
-        undos.drain(..over);
+        window.fit(&mut undos);
         Chain(Arc::new(undos))
     }
 
@@ -478,8 +499,16 @@ mod tests {
         Undo::new(seqno, [before; 32], [after; 32], &previous, Vec::new()).unwrap()
     }
 
+    /// A window of `n` commits, whatever their bytes.
+    fn commits(n: usize) -> Window {
+        Window {
+            commits: n,
+            bytes: usize::MAX,
+        }
+    }
+
     fn records(items: Vec<(u64, Vec<u8>)>, head: u8, window: usize) -> Chain {
-        Chain::replay(items, &[head; 32], window)
+        Chain::replay(items, &[head; 32], commits(window))
     }
 
     #[test]
@@ -575,8 +604,11 @@ mod tests {
     fn values_back_come_from_the_oldest_undo_that_names_the_key() {
         // Roots 1 -> 2 -> 3: key 9 was "a", then "b", now "c".
         let chain = Chain::default()
-            .pushed(Arc::new(undo(1, 1, 2, &[(9, Some(b"a"))])), 8)
-            .pushed(Arc::new(undo(2, 2, 3, &[(8, None), (9, Some(b"b"))])), 8);
+            .pushed(Arc::new(undo(1, 1, 2, &[(9, Some(b"a"))])), commits(8))
+            .pushed(
+                Arc::new(undo(2, 2, 3, &[(8, None), (9, Some(b"b"))])),
+                commits(8),
+            );
         let head = [3; 32];
         assert_eq!(chain.roots(&head), vec![[3; 32], [2; 32], [1; 32]]);
         assert_eq!(chain.depth_of(&head, &[1; 32]), Some(2));
@@ -593,7 +625,7 @@ mod tests {
         assert_eq!(chain.popped(1).roots(&[2; 32]), vec![[2; 32], [1; 32]]);
         assert_eq!(
             chain
-                .pushed(Arc::new(undo(3, 3, 4, &[])), 2)
+                .pushed(Arc::new(undo(3, 3, 4, &[])), commits(2))
                 .roots(&[4; 32])
                 .len(),
             3

@@ -18,6 +18,11 @@ pub struct Metrics {
     pub page_cache_misses: u64,
     /// Pages the prefetcher read into the cache (lookups of them then hit).
     pub pages_prefetched: u64,
+    /// Prefetch hints sent and not yet acted on (at most
+    /// [`crate::Options::prefetch_hints`]).
+    pub hints_queued: u64,
+    /// Prefetch hints dropped because that many were queued.
+    pub hints_dropped: u64,
     /// Bucket reads answered from RAM.
     pub value_cache_hits: u64,
     /// Bucket reads that went to the disk.

@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     timers: CommitTimers,
     /// Keys whose pages and bucket to load; `None` once the Db is dropped.
     prefetch: RwLock<Option<Sender<prefetch::Hints>>>,
+    /// The hints sent and not yet acted on, bounded.
+    hints: prefetch::HintQueue,
     /// Wakes the folder thread after a commit; `None` once the Db is dropped.
     folds: RwLock<Option<Sender<()>>>,
 }
@@ -125,8 +127,10 @@ impl Db {
                 Chain::default()
             }
             0 => Chain::default(),
-            window => Chain::replay(records, &meta.root, window),
+            _ => Chain::replay(records, &meta.root, options.history_window()),
         };
+        let prefetch_hints = options.prefetch_hints;
+        let snapshot_budget = options.snapshot_budget_mib << 20;
         let shared = Arc::new(Shared {
             store,
             values,
@@ -138,11 +142,13 @@ impl Db {
                     root: meta.root,
                 },
                 chain,
+                snapshot_budget,
             ),
             writer: Mutex::new(()),
             opened_from_catalog,
             timers: CommitTimers::default(),
             prefetch: RwLock::new(Some(keys_tx)),
+            hints: prefetch::HintQueue::new(prefetch_hints),
             folds: RwLock::new(Some(folds_tx)),
         });
         let fetcher = prefetch::start(Arc::downgrade(&shared), keys_rx)?;
@@ -216,6 +222,7 @@ impl Db {
         let (page_hits, page_misses, pages_prefetched) = s.pages.cache_counts();
         let (value_hits, value_misses) = s.values.cache_counts();
         let retained = s.versions.retained();
+        let (hints_queued, hints_dropped) = s.hints.counts();
         Metrics {
             reads_issued: io.counters.reads.load(Ordering::Relaxed),
             writes_issued: writes,
@@ -223,6 +230,8 @@ impl Db {
             page_cache_hits: page_hits,
             page_cache_misses: page_misses,
             pages_prefetched,
+            hints_queued: hints_queued as u64,
+            hints_dropped,
             value_cache_hits: value_hits,
             value_cache_misses: value_misses,
             commits: s.timers.commits.load(Ordering::Relaxed),
@@ -287,7 +296,7 @@ impl Shared {
         // The store first: whatever commit it shows, the undo logs of every
         // commit up to it are installed by then.
         let current = self.values.get(&self.store, key)?;
-        Ok(self.versions.resolve(base, key, current))
+        self.versions.resolve(base, key, current)
     }
 
     /// Starts loading what reading or writing the hinted keys will need.
@@ -303,7 +312,11 @@ impl Shared {
     }
 
     fn send_hints(&self, hints: prefetch::Hints) {
-        if let Some(keys) = self.prefetch.read().as_ref() {
+        let hints = match hints {
+            prefetch::Hints::Session(h) => self.hints.admit(h).map(prefetch::Hints::Session),
+            prefetch::Hints::Bulk(h) => self.hints.admit(h).map(prefetch::Hints::Bulk),
+        };
+        if let (Some(hints), Some(keys)) = (hints, self.prefetch.read().as_ref()) {
             let _ = keys.send(hints);
         }
     }

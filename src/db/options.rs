@@ -23,6 +23,9 @@ pub struct Options {
     pub(crate) value_cache_mib: usize,
     pub(crate) metrics: bool,
     pub(crate) history: usize,
+    pub(crate) prefetch_hints: usize,
+    pub(crate) history_budget_mib: usize,
+    pub(crate) snapshot_budget_mib: usize,
     pub(crate) tuning: crate::store::Tuning,
     pub(crate) fold_in_background: bool,
     /// Faults injected into every file, for tests.
@@ -41,6 +44,9 @@ impl std::fmt::Debug for Options {
             .field("value_cache_mib", &self.value_cache_mib)
             .field("metrics", &self.metrics)
             .field("history", &self.history)
+            .field("prefetch_hints", &self.prefetch_hints)
+            .field("history_budget_mib", &self.history_budget_mib)
+            .field("snapshot_budget_mib", &self.snapshot_budget_mib)
             .field("catalog_fold_blocks", &self.tuning.fold_blocks)
             .field("history_trim_blocks", &self.tuning.trim_blocks)
             .field("fold_in_background", &self.fold_in_background)
@@ -71,6 +77,9 @@ impl Options {
             value_cache_mib: 256,
             metrics: true,
             history: 64,
+            prefetch_hints: 1 << 16,
+            history_budget_mib: 512,
+            snapshot_budget_mib: 512,
             tuning: crate::store::Tuning::default(),
             fold_in_background: true,
             #[cfg(any(test, feature = "fault-injection"))]
@@ -129,6 +138,46 @@ impl Options {
     /// discards any kept before).
     pub fn history(mut self, commits: usize) -> Options {
         self.history = commits;
+        self
+    }
+
+    /// RAM the history's old values may take (default 512 MiB): past it the
+    /// history keeps fewer commits than [`Options::history`], oldest dropped
+    /// first ([`crate::Db::roots`] lists what it reaches). A commit of
+    /// millions of keys otherwise keeps an undo of that size for the whole
+    /// window. At 2^24 accounts a transfer block's undo takes about 3 MB.
+    pub fn history_budget_mib(mut self, mib: usize) -> Options {
+        self.history_budget_mib = mib;
+        self
+    }
+
+    /// RAM the old values kept for live snapshots (sessions, overlays and
+    /// iterators that began before later commits) may take (default 512
+    /// MiB). Past it the oldest kept values are dropped and the snapshots
+    /// that needed them fail their next read with
+    /// [`crate::Error::SnapshotTooOld`], as MVCC databases do; a snapshot
+    /// held across hundreds of blocks otherwise keeps every value they
+    /// replaced.
+    pub fn snapshot_budget_mib(mut self, mib: usize) -> Options {
+        self.snapshot_budget_mib = mib;
+        self
+    }
+
+    /// The history's bounds: commits and bytes.
+    pub(crate) fn history_window(&self) -> super::history::Window {
+        super::history::Window {
+            commits: self.history,
+            bytes: self.history_budget_mib << 20,
+        }
+    }
+
+    /// Prefetch hints ([`crate::Session::warm_up`], reads and writes) that
+    /// may wait for the prefetcher at once (default 65,536, about 2 MiB);
+    /// past that, new hints are dropped ([`crate::Metrics::hints_dropped`]):
+    /// a hint only saves a later read, and one that waits behind so many
+    /// arrives too late to.
+    pub fn prefetch_hints(mut self, hints: usize) -> Options {
+        self.prefetch_hints = hints;
         self
     }
 

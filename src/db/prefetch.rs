@@ -5,6 +5,7 @@
 //! with committed blocks: the stores check each block's generation on arrival.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
@@ -31,6 +32,56 @@ pub(super) struct Hint {
 pub(super) enum Hints {
     Session(Vec<Hint>),
     Bulk(Vec<Hint>),
+}
+
+/// Hints sent and not yet acted on, at most `limit` ([`crate::Options::
+/// prefetch_hints`]): past it, new hints are dropped (counted), since a hint
+/// only saves a later read and a queue of millions would hold their keys in
+/// RAM for reads that come too late to help.
+pub(super) struct HintQueue {
+    queued: AtomicUsize,
+    dropped: AtomicU64,
+    limit: usize,
+}
+
+impl HintQueue {
+    pub(super) fn new(limit: usize) -> HintQueue {
+        HintQueue {
+            queued: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            limit,
+        }
+    }
+
+    /// Takes as many of `hints` as fit, dropping the rest; `None` if none fit.
+    pub(super) fn admit(&self, mut hints: Vec<Hint>) -> Option<Vec<Hint>> {
+        let mut taken = 0;
+        let _ = self
+            .queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |queued| {
+                taken = hints.len().min(self.limit.saturating_sub(queued));
+                Some(queued + taken)
+            });
+        let dropped = hints.len() - taken;
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+            hints.truncate(taken);
+        }
+        (taken > 0).then_some(hints)
+    }
+
+    /// `n` hints acted on or discarded.
+    fn release(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::SeqCst);
+    }
+
+    /// Hints queued now, and dropped so far.
+    pub(super) fn counts(&self) -> (usize, u64) {
+        (
+            self.queued.load(Ordering::SeqCst),
+            self.dropped.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// A read in flight.
@@ -96,7 +147,10 @@ impl Fetcher {
                     let (Ok(hints), Some(shared)) = (key, shared.upgrade()) else { return };
                     match hints {
                         Hints::Session(hints) => self.queue.extend(hints),
-                        Hints::Bulk(hints) => self.bulk = hints.into_iter(),
+                        Hints::Bulk(hints) => {
+                            let replaced = std::mem::replace(&mut self.bulk, hints.into_iter());
+                            shared.hints.release(replaced.len());
+                        }
                     }
                     self.pump(&shared, &reply);
                 }
@@ -115,6 +169,7 @@ impl Fetcher {
             let Some(hint) = self.queue.pop_front().or_else(|| self.bulk.next()) else {
                 return;
             };
+            shared.hints.release(1);
             self.fetch(shared, hint, reply);
         }
     }

@@ -136,7 +136,7 @@ impl RangeIter {
                 None => s.values.range(&s.store, &from, FIRST_RUN)?,
             };
             // After the read: the logs of every commit it may show are in.
-            let changed = s.versions.changed_in(self.base, &from, after.as_ref());
+            let changed = s.versions.changed_in(self.base, &from, after.as_ref())?;
             let mut entries = if changed.is_empty() {
                 stored
             } else {

@@ -91,25 +91,34 @@ impl Db {
     /// trie (a subtree with fewer than 20 keys above depth 12, elided rather
     /// than stored as pages) makes it recompute the whole trie at `root`
     /// instead, whose cost grows with every key changed since (figures in
-    /// docs/benchmarks.md). It runs beside commits, and waits for them only
-    /// if one lands during it.
+    /// docs/benchmarks.md). It runs beside commits and never holds them back:
+    /// a commit that lands during it spoils the attempt, which is made again.
+    /// Fails with [`Error::Busy`], changing nothing, if commits landed during
+    /// each of a few attempts.
     pub fn prove_at(&self, root: &Node, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         self.shared.store.check_usable()?;
         let mut keys = keys.to_vec();
         keys.sort_unstable();
         keys.dedup();
-        // Without the lock, a commit landing meanwhile can mix blocks of two
-        // states; a proof that verifies against `root` shows its values all
-        // the same.
-        if let Ok(Some(proof)) = self.shared.prove_back(root, &keys) {
-            return Ok(proof);
+        for _ in 0..PROOF_BACK_ATTEMPTS {
+            // Without the writer lock, a commit landing meanwhile can mix
+            // blocks of two states; a proof that verifies against `root`
+            // shows its values all the same.
+            let (head, proof) = self.shared.prove_back(root, &keys);
+            if let Ok(Some(proof)) = proof {
+                return Ok(proof);
+            }
+            // Held only to compare: a commit publishes and moves the head
+            // under it, so an unmoved head means no commit spoiled this
+            // attempt, and its outcome stands.
+            let _writer = self.shared.writer.lock();
+            if self.shared.versions.head() == head {
+                return Err(proof.err().unwrap_or(Error::Internal(
+                    "the history does not lead to a retained root",
+                )));
+            }
         }
-        // A commit landed meanwhile (or the read failed): again, with commits
-        // held back.
-        let _writer = self.shared.writer.lock();
-        self.shared.prove_back(root, &keys)?.ok_or(Error::Internal(
-            "the history does not lead to a retained root",
-        ))
+        Err(Error::Busy)
     }
 }
 
@@ -146,8 +155,9 @@ impl Shared {
     }
 
     /// The proof of `keys` (sorted, each once) at `root`, recomputed from the
-    /// head and the changes since; `None` if it does not prove `keys` at
-    /// `root`, which without the writer lock means a commit landed meanwhile.
+    /// head (returned with it) and the changes since; `None` if it does not
+    /// prove `keys` at `root`. Without the writer lock, that or an error may
+    /// mean only that a commit landed meanwhile and mixed two states.
     ///
     /// The top pages come from the undos as they were at `root`; below them,
     /// only the subtrees the keys' paths enter are recomputed, from the head
@@ -155,8 +165,25 @@ impl Shared {
     /// verify (a subtree elided at `root` above the kept pages' reach draws
     /// on keys outside those subtrees), the whole trie at `root` is
     /// recomputed instead.
-    fn prove_back(&self, root: &Node, keys: &[KeyPath]) -> Result<Option<MultiProof>, Error> {
+    fn prove_back(
+        &self,
+        root: &Node,
+        keys: &[KeyPath],
+    ) -> (Head, Result<Option<MultiProof>, Error>) {
         let (head, chain) = self.versions.head_and_chain();
+        let proof = self.prove_back_from(&head, &chain, root, keys);
+        (head, proof)
+    }
+
+    /// [`Shared::prove_back`] from `head`, with the `chain` behind it.
+    fn prove_back_from(
+        &self,
+        head: &Head,
+        chain: &Chain,
+        root: &Node,
+        keys: &[KeyPath],
+    ) -> Result<Option<MultiProof>, Error> {
+        let head = *head;
         let depth = chain.depth_of(&head.root, root).ok_or(Error::UnknownRoot)?;
         let at_root = Head {
             seqno: head.seqno,
@@ -166,7 +193,7 @@ impl Shared {
             let proof = self.prove_locked(head, keys, None)?;
             return Ok(proves(&proof, root, keys).then_some(proof));
         }
-        if let Some(proof) = self.prove_over_kept_pages(&head, &chain, depth, root, keys)? {
+        if let Some(proof) = self.prove_over_kept_pages(&head, chain, depth, root, keys)? {
             return Ok(Some(proof));
         }
         let back = self.back_to(&head, &chain.writes_back(depth, |_| true), |_| true)?;
@@ -266,3 +293,6 @@ fn proves(proof: &MultiProof, root: &Node, keys: &[KeyPath]) -> bool {
 
 /// See [`Shared::unloaded_workers`].
 const UNLOADED_WORKERS: usize = 16;
+
+/// Tries of a proof back before commits landing during each make it give up.
+const PROOF_BACK_ATTEMPTS: usize = 4;

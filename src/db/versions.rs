@@ -11,7 +11,10 @@
 //! A log is installed before its commit publishes, so a reader that sees the
 //! new store state also sees the log; the head (root and base of new sessions)
 //! moves after the publish. A log is dropped once no live session's base is
-//! older than its commit, so the RAM held is bounded by the oldest session.
+//! older than its commit, or, oldest first, once the logs take more than
+//! their budget ([`crate::Options::snapshot_budget_mib`]): sessions whose
+//! base is older than a log so dropped fail their next read with
+//! [`Error::SnapshotTooOld`] instead of holding RAM without bound.
 //!
 //! The head moves together with the history's chain (see `history`), so a
 //! reader takes the two as one.
@@ -27,6 +30,7 @@ use std::sync::Arc;
 
 use super::history::{self, Chain, Undo};
 use crate::trie::{KeyPath, Node};
+use crate::Error;
 
 /// The newest commit readers can see: where new sessions start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +48,11 @@ struct State {
     /// Oldest first; every log's commit is newer than the oldest pin's base.
     logs: VecDeque<Arc<Undo>>,
     bytes: usize,
+    /// The most `logs` may take.
+    budget: usize,
+    /// The oldest base the logs still serve: older ones dropped for the
+    /// budget.
+    floor: u64,
 }
 
 /// How much the snapshots hold, for [`crate::Metrics`].
@@ -61,7 +70,9 @@ pub(crate) struct Versions {
 }
 
 impl Versions {
-    pub(crate) fn new(head: Head, chain: Chain) -> Versions {
+    /// Versions at `head` with the history `chain`, whose sessions' logs
+    /// take at most `budget` bytes.
+    pub(crate) fn new(head: Head, chain: Chain, budget: usize) -> Versions {
         Versions {
             state: RwLock::new(State {
                 head,
@@ -69,6 +80,8 @@ impl Versions {
                 pins: BTreeMap::new(),
                 logs: VecDeque::new(),
                 bytes: 0,
+                budget,
+                floor: 0,
             }),
         }
     }
@@ -123,6 +136,7 @@ impl Versions {
         let mut state = self.state.write();
         state.bytes += undo.bytes();
         state.logs.push_back(undo);
+        state.prune();
     }
 
     /// Makes `head` the state new sessions start from, and `chain` the
@@ -141,13 +155,14 @@ impl Versions {
         base: u64,
         key: &KeyPath,
         current: Option<Vec<u8>>,
-    ) -> Option<Vec<u8>> {
+    ) -> Result<Option<Vec<u8>>, Error> {
         let state = self.state.read();
+        state.serves(base)?;
         let newer = state.logs.partition_point(|log| log.seqno <= base);
-        match history::first_named(state.logs.range(newer..), key) {
+        Ok(match history::first_named(state.logs.range(newer..), key) {
             Some(old) => old.map(<[u8]>::to_vec),
             None => current,
-        }
+        })
     }
 
     /// The values at commit `base` of the keys in `from..to` (no `to`: to the
@@ -159,10 +174,16 @@ impl Versions {
         base: u64,
         from: &KeyPath,
         to: Option<&KeyPath>,
-    ) -> BTreeMap<KeyPath, Option<Vec<u8>>> {
+    ) -> Result<BTreeMap<KeyPath, Option<Vec<u8>>>, Error> {
         let state = self.state.read();
+        state.serves(base)?;
         let newer = state.logs.partition_point(|log| log.seqno <= base);
-        history::oldest_values(state.logs.range(newer..), from, to, |_| true)
+        Ok(history::oldest_values(
+            state.logs.range(newer..),
+            from,
+            to,
+            |_| true,
+        ))
     }
 
     pub(crate) fn retained(&self) -> Retained {
@@ -179,14 +200,40 @@ impl Versions {
 
 impl State {
     /// Drops the logs no pin needs: those of commits at or before both the
-    /// oldest pin's base and the head (a log past the head is being published).
+    /// oldest pin's base and the head (a log past the head is being
+    /// published). Then, while the logs take more than the budget, the
+    /// oldest published one: the bases before it expire.
     fn prune(&mut self) {
         let oldest = self.pins.keys().next().copied().unwrap_or(u64::MAX);
         let keep_after = oldest.min(self.head.seqno);
         while self.logs.front().is_some_and(|log| log.seqno <= keep_after) {
-            if let Some(log) = self.logs.pop_front() {
-                self.bytes -= log.bytes();
+            self.pop();
+        }
+        while self.bytes > self.budget
+            && self
+                .logs
+                .front()
+                .is_some_and(|log| log.seqno <= self.head.seqno)
+        {
+            if let Some(log) = self.pop() {
+                // A base at the dropped commit or after needs none of it.
+                self.floor = self.floor.max(log.seqno);
             }
+        }
+    }
+
+    fn pop(&mut self) -> Option<Arc<Undo>> {
+        let log = self.logs.pop_front()?;
+        self.bytes -= log.bytes();
+        Some(log)
+    }
+
+    /// Whether the logs still take commit `base` back: not if one it needs
+    /// was dropped for the budget.
+    fn serves(&self, base: u64) -> Result<(), Error> {
+        match base < self.floor {
+            true => Err(Error::SnapshotTooOld),
+            false => Ok(()),
         }
     }
 }
@@ -212,23 +259,29 @@ mod tests {
 
     #[test]
     fn a_pinned_base_reads_its_values_until_unpinned() {
-        let v = Versions::new(head(0), Chain::default());
+        let v = Versions::new(head(0), Chain::default(), usize::MAX);
         let base = v.pin();
         assert_eq!(base, head(0));
         v.install(undo(1, vec![(key(1), None), (key(2), Some(vec![2]))]));
         // Before and after the publish: the store may show commit 0 or 1.
-        assert_eq!(v.resolve(0, &key(1), Some(vec![9])), None);
+        assert_eq!(v.resolve(0, &key(1), Some(vec![9])).unwrap(), None);
         v.advance(head(1), Chain::default());
         v.install(undo(
             2,
             vec![(key(1), Some(vec![10])), (key(3), Some(vec![3]))],
         ));
         v.advance(head(2), Chain::default());
-        assert_eq!(v.resolve(0, &key(1), Some(vec![11])), None);
-        assert_eq!(v.resolve(0, &key(2), None), Some(vec![2]));
-        assert_eq!(v.resolve(0, &key(3), Some(vec![30])), Some(vec![3]));
-        assert_eq!(v.resolve(1, &key(1), Some(vec![11])), Some(vec![10]));
-        assert_eq!(v.resolve(0, &key(4), Some(vec![4])), Some(vec![4]));
+        assert_eq!(v.resolve(0, &key(1), Some(vec![11])).unwrap(), None);
+        assert_eq!(v.resolve(0, &key(2), None).unwrap(), Some(vec![2]));
+        assert_eq!(
+            v.resolve(0, &key(3), Some(vec![30])).unwrap(),
+            Some(vec![3])
+        );
+        assert_eq!(
+            v.resolve(1, &key(1), Some(vec![11])).unwrap(),
+            Some(vec![10])
+        );
+        assert_eq!(v.resolve(0, &key(4), Some(vec![4])).unwrap(), Some(vec![4]));
         assert_eq!(v.retained().versions, 2);
         v.unpin(base.seqno);
         let r = v.retained();
@@ -237,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_log_being_published_is_kept_without_pins() {
-        let v = Versions::new(head(4), Chain::default());
+        let v = Versions::new(head(4), Chain::default(), usize::MAX);
         v.install(undo(5, vec![(key(1), Some(vec![1]))]));
         let base = v.pin();
         v.unpin(base.seqno);

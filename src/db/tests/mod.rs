@@ -1,5 +1,6 @@
 //! The Db under injected faults, power loss, concurrent readers and stale sessions.
 
+mod bounds;
 mod refusals;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,157 @@
+//! RAM that grows with what a caller does has a bound a user can set, and a
+//! defined behaviour at it.
+
+use crate::db::prefetch::Hint;
+use crate::{Db, Error, Options};
+
+#[test]
+fn hints_past_the_bound_are_dropped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path()).prefetch_hints(100)).unwrap();
+    let hints: Vec<Hint> = (0..1000u32)
+        .map(|i| Hint {
+            key: *blake3::hash(&i.to_le_bytes()).as_bytes(),
+            bucket: true,
+        })
+        .collect();
+    db.shared.prefetch_bulk(hints);
+    let metrics = db.metrics();
+    assert!(metrics.hints_queued <= 100, "{metrics:?}");
+    assert_eq!(metrics.hints_dropped, 900);
+    // Sessions' hints too, whatever the prefetcher has done meanwhile.
+    let session = db.begin_session();
+    for i in 0..100_000u32 {
+        session.warm_up(blake3::hash(&i.to_le_bytes()).as_bytes());
+        assert!(db.metrics().hints_queued <= 100);
+    }
+    // The prefetcher works the queue off.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while db.metrics().hints_queued > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the queue never emptied"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Commits 64 values of 4 KiB under keys `0..64`, all `fill`: each commit
+/// after the first replaces 256 KiB.
+fn overwrite(db: &Db, fill: u8) {
+    let session = db.begin_session();
+    for i in 0..64u8 {
+        session.write([i; 32], Some(vec![fill; 4096]));
+    }
+    session.commit().unwrap();
+}
+
+#[test]
+fn a_snapshot_past_its_budget_is_too_old_and_the_ram_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path()).snapshot_budget_mib(1)).unwrap();
+    overwrite(&db, 0);
+    let old = db.begin_session();
+    let mut expired = None;
+    for fill in 1..20u8 {
+        overwrite(&db, fill);
+        let retained = db.metrics().retained_version_bytes;
+        assert!(retained <= 1 << 20, "{retained} bytes kept for snapshots");
+        match old.read(&[1; 32]) {
+            Ok(value) => assert_eq!(value, Some(vec![0; 4096]), "commit {fill}"),
+            Err(Error::SnapshotTooOld) => {
+                expired = Some(fill);
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let expired = expired.expect("the snapshot never expired");
+    // About four commits' undos fit in 1 MiB.
+    assert!(
+        (3..=5).contains(&expired),
+        "expired after {expired} commits"
+    );
+    assert!(matches!(
+        db.iter_range(&[0; 32], None).map(|mut i| i.next()),
+        Ok(Some(Ok(_)))
+    ));
+    // A session that began since reads on.
+    let new = db.begin_session();
+    overwrite(&db, 99);
+    assert_eq!(new.read(&[1; 32]).unwrap(), Some(vec![expired; 4096]));
+    drop(old);
+    drop(new);
+    assert_eq!(db.metrics().retained_versions, 0);
+}
+
+#[test]
+fn an_iterator_past_its_snapshot_budget_fails_too_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path()).snapshot_budget_mib(1)).unwrap();
+    overwrite(&db, 0);
+    // Created now, read after the commits: its snapshot is this commit.
+    let mut entries = db.iter_range(&[0; 32], None).unwrap();
+    for fill in 1..10u8 {
+        overwrite(&db, fill);
+    }
+    assert!(matches!(entries.next(), Some(Err(Error::SnapshotTooOld))));
+}
+
+#[test]
+fn the_history_keeps_fewer_commits_past_its_byte_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new(dir.path()).history(64).history_budget_mib(1);
+    let db = Db::open(options.clone()).unwrap();
+    for fill in 0..12u8 {
+        overwrite(&db, fill);
+        let bytes = db.metrics().history_bytes;
+        assert!(bytes <= 1 << 20, "{bytes} bytes of history");
+    }
+    let roots = db.roots().unwrap();
+    // Four or so undos of 256 KiB fit in 1 MiB: the roots say how far back.
+    assert!((4..=6).contains(&roots.len()), "{} roots", roots.len());
+    assert_eq!(db.metrics().history_commits as usize, roots.len() - 1);
+    let oldest = roots[roots.len() - 1];
+    assert!(db.read_at(&oldest, &[1; 32]).unwrap().is_some());
+    drop(db);
+    let db = Db::open(options).unwrap();
+    assert_eq!(db.roots().unwrap(), roots);
+}
+
+#[test]
+fn proofs_back_run_beside_commits_and_never_hold_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = std::sync::Arc::new(Db::open(Options::new(dir.path()).history(32)).unwrap());
+    for fill in 0..4 {
+        overwrite(&db, fill);
+    }
+    let old = db.roots().unwrap()[3];
+    let keys = [[1; 32], [200; 32]];
+    // With commits held back by someone else, a proof back still answers.
+    {
+        let _writer = db.shared.writer.lock();
+        db.prove_at(&old, &keys).unwrap().verify(&old).unwrap();
+    }
+    let committer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for fill in 4..24 {
+                overwrite(&db, fill);
+            }
+        })
+    };
+    let (mut proven, mut busy) = (0, 0);
+    while !committer.is_finished() {
+        match db.prove_at(&old, &keys) {
+            Ok(proof) => {
+                proof.verify(&old).unwrap();
+                proven += 1;
+            }
+            Err(Error::Busy) => busy += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    committer.join().unwrap();
+    db.prove_at(&old, &keys).unwrap().verify(&old).unwrap();
+    println!("{proven} proofs back beside 20 commits, {busy} busy");
+}
