@@ -1,0 +1,171 @@
+//! The same workload on NOMT (`--engine nomt`), the system pagetrie is
+//! measured against: same accounts, same transfers, witness on. NOMT has no
+//! bulk import, so its accounts go in by commits of 2^20 at a time.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nomt::hasher::Blake3Hasher;
+use nomt::{KeyReadWrite, Nomt, SessionParams, WitnessMode};
+use parking_lot::Mutex;
+
+/// Any error, NOMT's included.
+use crate::harness::BoxError;
+use crate::workload::{
+    account_key, execute_transfers, on_threads, os_io_bytes, plan_transfers, Accounts, Config,
+    WorkloadStats,
+};
+
+/// NOMT's settings, mapped from pagetrie's where they have a counterpart.
+pub struct NomtSettings {
+    pub commit_concurrency: usize,
+    pub page_cache_mib: usize,
+    pub leaf_cache_mib: usize,
+    /// Page warm-up while sessions run: on when the workload sends hints.
+    pub warm_up: bool,
+}
+
+type Db = Nomt<Blake3Hasher>;
+
+/// Where NOMT's database and its state file live under `dir`.
+pub fn paths(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("nomt"), dir.join("nomt-state"))
+}
+
+/// Hash-table buckets for `2^log2` accounts: NOMT's page table is sized at
+/// creation and cannot grow. Pages are stored for subtrees of 20 or more
+/// leaves, so count the levels whose pages average that many, and double it.
+fn buckets(log2: u32) -> u32 {
+    let accounts = 1u64 << log2;
+    let mut pages = 0u64;
+    let mut level_pages = 1u64;
+    while accounts / level_pages >= 20 {
+        pages += level_pages;
+        level_pages *= 64;
+    }
+    (pages * 2 + 50_000).min(u32::MAX as u64) as u32
+}
+
+fn open(path: &Path, log2: u32, s: &NomtSettings) -> Result<Db, BoxError> {
+    let mut o = nomt::Options::new();
+    o.path(path);
+    o.commit_concurrency(s.commit_concurrency.max(1));
+    o.page_cache_size(s.page_cache_mib);
+    o.leaf_cache_size(s.leaf_cache_mib);
+    o.warm_up(s.warm_up);
+    o.hashtable_buckets(buckets(log2));
+    Ok(Nomt::open(o)?)
+}
+
+/// Opens NOMT's accounts database under `dir`, filling it with `2^log2`
+/// accounts first unless it already holds exactly that; returns it with the
+/// fill time (`None` if reused) and the time of the open alone.
+pub fn open_or_fill(
+    dir: &Path,
+    log2: u32,
+    settings: &NomtSettings,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<(Db, Accounts, Option<Duration>, Duration), BoxError> {
+    let (db_path, state_path) = paths(dir);
+    if let Some(accounts) = Accounts::load(&state_path, log2) {
+        if db_path.exists() {
+            let start = Instant::now();
+            let db = open(&db_path, log2, settings)?;
+            return Ok((db, accounts, None, start.elapsed()));
+        }
+    }
+    crate::workload::clear(dir, &db_path, &state_path)?;
+    let start = Instant::now();
+    let db = open(&db_path, log2, settings)?;
+    let total = 1u64 << log2;
+    let balance = 1000u64.to_be_bytes().to_vec();
+    let mut ids: Vec<u64> = (0..total).collect();
+    for chunk in ids.chunks_mut(1 << 20) {
+        let mut writes: Vec<_> = chunk
+            .iter()
+            .map(|&id| (account_key(id), KeyReadWrite::Write(Some(balance.clone()))))
+            .collect();
+        writes.sort_unstable_by_key(|w| w.0);
+        let session = db.begin_session(SessionParams::default());
+        session.finish(writes)?.commit(&db)?;
+        progress(chunk[chunk.len() - 1] + 1, total);
+    }
+    drop(db);
+    let filled = start.elapsed();
+    let accounts = Accounts::fresh(state_path, log2);
+    accounts.save()?;
+    let start = Instant::now();
+    let db = open(&db_path, log2, settings)?;
+    Ok((db, accounts, Some(filled), start.elapsed()))
+}
+
+/// The root NOMT commits to.
+pub fn root(db: &Db) -> [u8; 32] {
+    db.root().into_inner()
+}
+
+/// Runs one workload: reads through a NOMT session (which does not see its own
+/// writes, so a map shared by the threads keeps them, as pagetrie's session
+/// does), then finish and commit with a witness.
+pub fn run_workload(
+    db: &Db,
+    accounts: &mut Accounts,
+    config: &Config,
+) -> Result<WorkloadStats, BoxError> {
+    let transfers = plan_transfers(accounts, config)?;
+    let os_before = os_io_bytes();
+    let start = Instant::now();
+    let session =
+        db.begin_session(SessionParams::default().witness_mode(WitnessMode::read_write()));
+    let access: Mutex<HashMap<[u8; 32], KeyReadWrite>> = Mutex::new(HashMap::new());
+    let (read_time, reads) = on_threads(&transfers, config.threads, |slice| {
+        execute_transfers(
+            slice,
+            config.lookahead,
+            |k| session.warm_up(*k),
+            |k| -> Result<Option<Vec<u8>>, BoxError> {
+                if let Some(seen) = access.lock().get(k) {
+                    return Ok(seen.last_value().map(<[u8]>::to_vec));
+                }
+                let value = session.read(*k)?;
+                access
+                    .lock()
+                    .entry(*k)
+                    .or_insert_with(|| KeyReadWrite::Read(value.clone()));
+                Ok(value)
+            },
+            |k, v| match access.lock().entry(k) {
+                std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().write(Some(v)),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(KeyReadWrite::Write(Some(v)));
+                }
+            },
+        )
+    })?;
+    let mut actuals: Vec<_> = access.into_inner().into_iter().collect();
+    actuals.sort_unstable_by_key(|a| a.0);
+    let account_updates = actuals.iter().filter(|(_, rw)| rw.is_write()).count() as u64;
+
+    let commit_start = Instant::now();
+    let mut finished = session.finish(actuals)?;
+    let witness = finished.take_witness();
+    let finish = commit_start.elapsed();
+    finished.commit(db)?;
+    let commit_and_prove = commit_start.elapsed();
+    let total = start.elapsed();
+    drop(witness);
+    let os_after = os_io_bytes();
+    Ok(WorkloadStats {
+        total,
+        commit_and_prove,
+        finish: Some(finish),
+        read_time,
+        reads,
+        account_updates,
+        os_read_bytes: os_after.0 - os_before.0,
+        os_write_bytes: os_after.1 - os_before.1,
+        root: root(db),
+        ..WorkloadStats::default()
+    })
+}
