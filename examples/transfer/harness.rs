@@ -1,0 +1,590 @@
+//! The transfer workload's harness, engine-neutral: its flags, the pagetrie
+//! run, the workloads loop with its progress bar or JSON lines, the summary
+//! and the table. The example (`examples/transfer`) runs pagetrie with it;
+//! the side-by-side crate (`compare/`) includes it and adds NOMT.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pagetrie::{Db, ImportProgress, Options};
+use serde_json::{json, Value};
+
+use crate::versions;
+use crate::workload::{self, Config, WorkloadStats};
+
+/// Any error, sent across threads.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The workload's flags, which every engine takes.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Accounts in the database: 2^N.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=40))]
+    pub accounts_log2: u32,
+    /// Workloads (blocks) to run.
+    #[arg(long, default_value_t = 20)]
+    pub workloads: usize,
+    /// Transfers per workload.
+    #[arg(long, default_value_t = 25_000)]
+    pub transfers: usize,
+    /// Percent of transfers whose receiver is a fresh account.
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=100))]
+    pub fresh: u64,
+    /// Database directory, kept and reused when it holds the same accounts
+    /// [default: a temporary directory, deleted at the end].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Commit workers (NOMT: commit concurrency).
+    #[arg(long, default_value_t = cpus())]
+    pub workers: usize,
+    /// Execution threads sharing one session.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Transfers ahead whose keys are hinted with warm_up (NOMT: warm-up on).
+    #[arg(long, default_value_t = 0)]
+    pub lookahead: usize,
+    /// Trie page cache in MiB (NOMT: page cache).
+    #[arg(long, default_value_t = 1024)]
+    pub page_cache_mib: usize,
+    /// Value cache in MiB (NOMT: leaf cache).
+    #[arg(long, default_value_t = 256)]
+    pub value_cache_mib: usize,
+    /// Drop the OS page cache before each workload (needs root).
+    #[arg(long)]
+    pub cold: bool,
+    /// pagetrie: execute each workload on the overlay of the one before while
+    /// that one commits on another thread (side by side, NOMT runs as
+    /// usual).
+    #[arg(long)]
+    pub pipeline: bool,
+    /// One JSON object per workload, then a summary, instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// pagetrie: commits kept readable, provable and restorable
+    /// (`Options::history`).
+    #[arg(long, default_value_t = 64)]
+    pub history: usize,
+    /// pagetrie: after the workloads, time `read_at` and `prove_at` 1 and up
+    /// to 60 commits back and rollbacks of 1 and 10 commits (which leave the
+    /// database 11 commits back), and report the history's size.
+    #[arg(long)]
+    pub versions: bool,
+    /// pagetrie: hold a session begun before the first workload across all
+    /// of them (an RPC's snapshot), and report the RAM kept for it and
+    /// whether it still reads at the end.
+    #[arg(long)]
+    pub hold_snapshot: bool,
+    /// pagetrie: RAM old values kept for snapshots may take
+    /// (`Options::snapshot_budget_mib`).
+    #[arg(long, default_value_t = 512)]
+    pub snapshot_budget_mib: usize,
+}
+
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl RunArgs {
+    pub fn config(&self) -> Config {
+        Config {
+            transfers: self.transfers,
+            fresh_percent: self.fresh,
+            threads: self.threads.max(1),
+            lookahead: self.lookahead,
+        }
+    }
+}
+
+/// What one engine's run measured.
+pub struct Run {
+    pub stats: Vec<WorkloadStats>,
+    pub initial_root: [u8; 32],
+    /// Import (or NOMT's fill by commits), if the database was built now.
+    pub import: Option<Duration>,
+    pub import_peak_rss: Option<u64>,
+    pub open: Duration,
+    pub db_bytes: u64,
+    /// Peak RSS over the workloads.
+    pub peak_rss: u64,
+    /// pagetrie only.
+    pub direct_io: Option<bool>,
+    /// pagetrie only: whether open read the catalog instead of every block.
+    pub opened_from_catalog: Option<bool>,
+    /// pagetrie with `--versions` only.
+    pub versions: Option<Value>,
+}
+
+/// The database directory: `--dir`, else a temporary one (deleted when the
+/// returned guard drops).
+pub fn database_dir(args: &RunArgs) -> Result<(PathBuf, Option<tempfile::TempDir>), BoxError> {
+    match &args.dir {
+        Some(dir) => Ok((dir.clone(), None)),
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("pagetrie-transfer-")
+                .tempdir()?;
+            Ok((temp.path().to_path_buf(), Some(temp)))
+        }
+    }
+}
+
+/// Prints one engine's run: a JSON summary line, or the table.
+pub fn report(args: &RunArgs, engine: &str, run: &Run) -> Result<(), BoxError> {
+    let summary = summary(args, run);
+    if args.json {
+        println!("{}", json!({ "summary": summary }));
+    } else {
+        table(args, &[(engine, &summary)]);
+    }
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
+    let options = |path: &Path| {
+        Options::new(path)
+            .page_cache_mib(args.page_cache_mib)
+            .value_cache_mib(args.value_cache_mib)
+            .commit_workers(args.workers)
+            .history(args.history)
+            .snapshot_budget_mib(args.snapshot_budget_mib)
+    };
+    let quiet = args.json;
+    let (db, mut accounts, import) =
+        workload::open_or_import(dir, args.accounts_log2, options, |p| {
+            if quiet {
+                return;
+            }
+            let line = match p {
+                ImportProgress::Reading { entries } => format!("reading {entries} accounts"),
+                ImportProgress::Writing { entries, total } => bar(
+                    entries as f64 / total.max(1) as f64,
+                    &format!("writing {entries}/{total}"),
+                ),
+                _ => String::new(),
+            };
+            eprint!("\rimport: {line}   ");
+        })?;
+    // The import's peak RSS is reported apart from the workloads'.
+    let import_peak_rss = import.map(|_| workload::peak_rss_bytes());
+    announce(args, import, dir);
+    drop(db);
+    let start = Instant::now();
+    let db = Db::open(options(&dir.join("db")))?;
+    let open = start.elapsed();
+    let initial_root = db.root()?;
+    let direct_io = Some(db.metrics().direct_io);
+    let opened_from_catalog = Some(db.metrics().opened_from_catalog);
+    let mut pipeline = workload::Pipeline::default();
+    let held = args.hold_snapshot.then(|| db.begin_session());
+    let mut most_kept = 0;
+    let mut stats = workloads(args, |config| {
+        let stats = match args.pipeline {
+            true => pipeline.run(&db, &mut accounts, config)?,
+            false => workload::run_workload(&db, &mut accounts, config)?,
+        };
+        most_kept = most_kept.max(db.metrics().retained_version_bytes);
+        Ok(stats)
+    })?;
+    if let Some(held) = held {
+        let read = match held.read(&[0; 32]) {
+            Ok(_) => "still reads".to_string(),
+            Err(e) => format!("fails: {e}"),
+        };
+        eprintln!(
+            "held snapshot: at most {:.1} MiB kept for snapshots after a workload (budget {} MiB); its read {read}",
+            most_kept as f64 / (1 << 20) as f64,
+            args.snapshot_budget_mib,
+        );
+    }
+    // The last commit belongs to the last workload's time.
+    let tail = pipeline.wait()?;
+    if let Some(last) = stats.last_mut() {
+        last.total += tail;
+    }
+    let db_bytes = workload::dir_bytes(&dir.join("db"));
+    // The workloads', before --versions rebuilds old tries.
+    let peak_rss = workload::peak_rss_bytes();
+    let versions = match args.versions {
+        true => Some(versions::measure(&db, &dir.join("db"), &accounts, quiet)?),
+        false => None,
+    };
+    Ok(Run {
+        stats,
+        initial_root,
+        import,
+        import_peak_rss,
+        open,
+        db_bytes,
+        peak_rss,
+        direct_io,
+        opened_from_catalog,
+        versions,
+    })
+}
+
+pub fn announce(args: &RunArgs, import: Option<Duration>, dir: &Path) {
+    if args.json {
+        return;
+    }
+    match import {
+        Some(t) => eprintln!(
+            "\rbuilt: 2^{} accounts in {:.1} s{:40}",
+            args.accounts_log2,
+            t.as_secs_f64(),
+            ""
+        ),
+        None => eprintln!(
+            "reusing the 2^{} accounts in {}",
+            args.accounts_log2,
+            dir.display()
+        ),
+    }
+}
+
+/// Runs the workloads, printing each (JSON) or a progress bar.
+pub fn workloads(
+    args: &RunArgs,
+    mut run: impl FnMut(&Config) -> Result<WorkloadStats, BoxError>,
+) -> Result<Vec<WorkloadStats>, BoxError> {
+    workload::reset_peak_rss();
+    let cold_ok = !args.cold || workload::drop_os_cache();
+    if !cold_ok {
+        eprintln!("warning: cannot drop the OS page cache (needs root); --cold has no effect");
+    }
+    let config = args.config();
+    let mut runs = Vec::new();
+    for i in 0..args.workloads {
+        if args.cold && cold_ok {
+            workload::drop_os_cache();
+        }
+        let s = run(&config)?;
+        if args.json {
+            println!(
+                "{}",
+                json!({
+                    "workload": i,
+                    "root": hex(&s.root),
+                    "workload_ms": ms(s.total),
+                    "commit_and_prove_ms": ms(s.commit_and_prove),
+                    "finish_ms": s.finish.map(ms),
+                    "mean_read_ns": mean_ns(s.read_time, s.reads),
+                    "ssd_reads": s.ssd_reads,
+                    "account_updates": s.account_updates,
+                    "bytes_written": s.bytes_written,
+                    "os_read_bytes": s.os_read_bytes,
+                    "os_write_bytes": s.os_write_bytes,
+                    "witness_bytes": s.witness_bytes,
+                    "page_lookups": s.page_lookups,
+                    "page_loads": s.page_loads,
+                    "bucket_lookups": s.bucket_lookups,
+                    "bucket_loads": s.bucket_loads,
+                })
+            );
+            std::io::stdout().flush()?;
+        } else {
+            let label = format!(
+                "workload {}/{}: {:.0} ms",
+                i + 1,
+                args.workloads,
+                ms(s.total)
+            );
+            eprint!("\r{}", bar((i + 1) as f64 / args.workloads as f64, &label));
+        }
+        runs.push(s);
+    }
+    if !args.json {
+        eprintln!();
+    }
+    Ok(runs)
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+pub fn mean_ns(total: Duration, n: u64) -> f64 {
+    total.as_nanos() as f64 / n.max(1) as f64
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn bar(fraction: f64, label: &str) -> String {
+    let filled = (fraction.clamp(0.0, 1.0) * 30.0) as usize;
+    format!(
+        "[{}{}] {label}",
+        "#".repeat(filled),
+        ".".repeat(30 - filled)
+    )
+}
+
+/// The run's figures, as JSON; fields an engine does not measure are null.
+pub fn summary(args: &RunArgs, run: &Run) -> Value {
+    let runs = &run.stats;
+    let n = runs.len().max(1) as f64;
+    let mut totals: Vec<f64> = runs.iter().map(|r| ms(r.total)).collect();
+    totals.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        totals
+            .get(((totals.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let sum = |f: &dyn Fn(&WorkloadStats) -> u64| runs.iter().map(f).sum::<u64>();
+    let mean_ms =
+        |f: &dyn Fn(&WorkloadStats) -> Duration| runs.iter().map(|r| ms(f(r))).sum::<f64>() / n;
+    let updates = sum(&|r| r.account_updates).max(1) as f64;
+    let pagetrie = run.direct_io.is_some();
+    let only_pagetrie = |v: Value| if pagetrie { v } else { Value::Null };
+    let (lookups, loads) = (sum(&|r| r.page_lookups), sum(&|r| r.page_loads));
+    let (bucket_lookups, bucket_loads) = (sum(&|r| r.bucket_lookups), sum(&|r| r.bucket_loads));
+    json!({
+        "engine": if pagetrie { "pagetrie" } else { "nomt" },
+        "accounts_log2": args.accounts_log2,
+        "workloads": runs.len(),
+        "roots": runs.iter().map(|r| hex(&r.root)).collect::<Vec<_>>(),
+        "initial_root": hex(&run.initial_root),
+        "mean_workload_ms": totals.iter().sum::<f64>() / n,
+        "p50_workload_ms": pct(0.5),
+        "p99_workload_ms": pct(0.99),
+        "mean_read_ns": mean_ns(runs.iter().map(|r| r.read_time).sum(), sum(&|r| r.reads)),
+        "mean_commit_and_prove_ms": mean_ms(&|r| r.commit_and_prove),
+        "mean_finish_ms": runs
+            .iter()
+            .map(|r| r.finish.map(ms))
+            .sum::<Option<f64>>()
+            .map(|total| total / n),
+        "mean_trie_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[0]))),
+        "mean_plan_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[1]))),
+        "mean_write_ms": only_pagetrie(json!(mean_ms(&|r| r.phases[2]))),
+        "reads_per_update": only_pagetrie(json!(sum(&|r| r.ssd_reads) as f64 / updates)),
+        "os_read_bytes_per_workload": sum(&|r| r.os_read_bytes) as f64 / n,
+        "os_write_bytes_per_workload": sum(&|r| r.os_write_bytes) as f64 / n,
+        "os_write_bytes_per_update": sum(&|r| r.os_write_bytes) as f64 / updates,
+        "bytes_written_per_workload": only_pagetrie(json!(sum(&|r| r.bytes_written) as f64 / n)),
+        "witness_bytes_per_workload": only_pagetrie(json!(sum(&|r| r.witness_bytes) as f64 / n)),
+        // A page the prefetcher loaded counts as a miss of its lookup.
+        "page_cache_hit_rate": only_pagetrie(json!(1.0 - (loads as f64 / lookups.max(1) as f64).min(1.0))),
+        "value_cache_hit_rate": only_pagetrie(json!(1.0 - bucket_loads as f64 / bucket_lookups.max(1) as f64)),
+        "db_bytes": run.db_bytes,
+        "db_bytes_per_account": run.db_bytes as f64 / (1u64 << args.accounts_log2) as f64,
+        "peak_rss_bytes": run.peak_rss,
+        "import_s": run.import.map(|d| d.as_secs_f64()),
+        "import_peak_rss_bytes": run.import_peak_rss,
+        "open_s": run.open.as_secs_f64(),
+        "direct_io": run.direct_io,
+        "opened_from_catalog": run.opened_from_catalog,
+        "history": only_pagetrie(json!(args.history)),
+        "versions": run.versions,
+    })
+}
+
+/// One table row: a label and how to show a summary's field.
+struct Row {
+    label: &'static str,
+    field: &'static str,
+    unit: Unit,
+}
+
+#[derive(Clone, Copy)]
+enum Unit {
+    Ms,
+    Ns,
+    Mib,
+    Bytes,
+    Seconds,
+    Ratio,
+    Percent,
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        label: "mean workload",
+        field: "mean_workload_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "p50 workload",
+        field: "p50_workload_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "p99 workload",
+        field: "p99_workload_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "mean read latency",
+        field: "mean_read_ns",
+        unit: Unit::Ns,
+    },
+    Row {
+        label: "mean commit_and_prove",
+        field: "mean_commit_and_prove_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "  finish (root + witness)",
+        field: "mean_finish_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "  trie + witness",
+        field: "mean_trie_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "  plan",
+        field: "mean_plan_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "  durable write",
+        field: "mean_write_ms",
+        unit: Unit::Ms,
+    },
+    Row {
+        label: "SSD reads per account update",
+        field: "reads_per_update",
+        unit: Unit::Ratio,
+    },
+    Row {
+        label: "disk read per workload",
+        field: "os_read_bytes_per_workload",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "disk written per workload",
+        field: "os_write_bytes_per_workload",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "disk written per account update",
+        field: "os_write_bytes_per_update",
+        unit: Unit::Bytes,
+    },
+    Row {
+        label: "witness per workload",
+        field: "witness_bytes_per_workload",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "page cache hit rate",
+        field: "page_cache_hit_rate",
+        unit: Unit::Percent,
+    },
+    Row {
+        label: "bucket cache hit rate",
+        field: "value_cache_hit_rate",
+        unit: Unit::Percent,
+    },
+    Row {
+        label: "database on disk",
+        field: "db_bytes",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "  per account",
+        field: "db_bytes_per_account",
+        unit: Unit::Bytes,
+    },
+    Row {
+        label: "peak RSS (workloads)",
+        field: "peak_rss_bytes",
+        unit: Unit::Mib,
+    },
+    Row {
+        label: "import (NOMT: fill by commits)",
+        field: "import_s",
+        unit: Unit::Seconds,
+    },
+    Row {
+        label: "open",
+        field: "open_s",
+        unit: Unit::Seconds,
+    },
+];
+
+fn show(v: &Value, unit: Unit) -> String {
+    let Some(x) = v.as_f64() else {
+        return "-".into();
+    };
+    match unit {
+        Unit::Ms => format!("{x:.1} ms"),
+        Unit::Ns => format!("{:.1} us", x / 1e3),
+        Unit::Mib => format!("{:.1} MiB", x / (1 << 20) as f64),
+        Unit::Bytes => format!("{x:.1} B"),
+        Unit::Seconds => format!("{x:.2} s"),
+        Unit::Ratio => format!("{x:.3}"),
+        Unit::Percent => format!("{:.1}%", 100.0 * x),
+    }
+}
+
+/// The figures of one engine, or of two with their ratio.
+pub fn table(args: &RunArgs, columns: &[(&str, &Value)]) {
+    println!(
+        "transfer workload: 2^{} accounts, {} workloads of {} transfers ({}% fresh), {} thread(s), lookahead {}, {} commit workers{}",
+        args.accounts_log2,
+        args.workloads,
+        args.transfers,
+        args.fresh,
+        args.threads,
+        args.lookahead,
+        args.workers,
+        if args.cold { ", cold OS cache" } else { "" }
+    );
+    if args.pipeline {
+        println!("  pagetrie pipelined: each workload executes on the overlay of the one before while that one commits");
+    }
+    let mut header = format!("  {:<32}", "");
+    for (name, _) in columns {
+        header += &format!(" {name:>14}");
+    }
+    if columns.len() == 2 {
+        header += &format!(" {:>9}", "ratio");
+    }
+    println!("{header}");
+    for row in ROWS {
+        let values: Vec<&Value> = columns.iter().map(|(_, s)| &s[row.field]).collect();
+        if values.iter().all(|v| v.is_null()) {
+            continue;
+        }
+        let mut line = format!("  {:<32}", row.label);
+        for v in &values {
+            line += &format!(" {:>14}", show(v, row.unit));
+        }
+        if let [a, b] = values.as_slice() {
+            if let (Some(a), Some(b)) = (a.as_f64(), b.as_f64()) {
+                if b != 0.0 {
+                    line += &format!(" {:>8.2}x", a / b);
+                }
+            }
+        }
+        println!("{line}");
+    }
+    if let Some((_, s)) = columns.first() {
+        // pagetrie's yes-or-no facts: the label, the field, what each value means.
+        let facts = [
+            (
+                "open",
+                "opened_from_catalog",
+                "from the catalog",
+                "read every block (no usable catalog)",
+            ),
+            (
+                "direct I/O",
+                "direct_io",
+                "yes",
+                "no (tmpfs?): some SSD reads may be OS cache hits",
+            ),
+        ];
+        for (label, field, yes, no) in facts {
+            if let Some(fact) = s[field].as_bool() {
+                println!("  pagetrie {label}: {}", if fact { yes } else { no });
+            }
+        }
+    }
+}
