@@ -175,8 +175,15 @@ impl Db {
     /// runs: it sees the state before or after that commit, never a mix. For
     /// several reads at one root, use a [`Session`].
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        let base = self.shared.versions.head().seqno;
-        self.shared.read_pinned(base, key)
+        loop {
+            // Unpinned: commits landing during the read may expire its
+            // base (`Options::snapshot_budget_mib`); a newer one answers.
+            let base = self.shared.versions.head().seqno;
+            match self.shared.read_pinned(base, key) {
+                Err(Error::SnapshotTooOld) => continue,
+                read => return read,
+            }
+        }
     }
 
     /// A multi-proof of `keys` (present or absent) at the committed root
@@ -312,12 +319,25 @@ impl Shared {
     }
 
     fn send_hints(&self, hints: prefetch::Hints) {
-        let hints = match hints {
-            prefetch::Hints::Session(h) => self.hints.admit(h).map(prefetch::Hints::Session),
-            prefetch::Hints::Bulk(h) => self.hints.admit(h).map(prefetch::Hints::Bulk),
+        let sender = self.prefetch.read();
+        let Some(keys) = sender.as_ref() else {
+            return;
         };
-        if let (Some(hints), Some(keys)) = (hints, self.prefetch.read().as_ref()) {
-            let _ = keys.send(hints);
+        match hints {
+            prefetch::Hints::Session(hints) => {
+                let Some(hints) = self.hints.admit(hints) else {
+                    return;
+                };
+                let n = hints.len();
+                // The fetcher is gone: nothing will act on them.
+                if keys.send(prefetch::Hints::Session(hints)).is_err() {
+                    self.hints.release(n);
+                }
+            }
+            // Always sent, if only to end the batch before it.
+            prefetch::Hints::Bulk(hints) => {
+                let _ = keys.send(prefetch::Hints::Bulk(self.hints.cut_bulk(hints)));
+            }
         }
     }
 }
@@ -367,6 +387,7 @@ impl Shared {
     fn fold_later(&self) {
         if !self.options.fold_in_background {
             self.store.maybe_fold();
+            return_freed_memory();
             return;
         }
         let asked = match self.folds.read().as_ref() {

@@ -8,7 +8,9 @@
 //! it costs what the overlay changed, and a read probes one map whatever the
 //! chain's length. Below the view lies the committed state the chain began on,
 //! pinned like a session's base, so reads through an overlay see its state
-//! exactly whatever commits land meanwhile.
+//! exactly whatever commits land meanwhile (until the old values that takes
+//! outgrow [`crate::Options::snapshot_budget_mib`]: then
+//! [`Error::SnapshotTooOld`]).
 //!
 //! Committing an overlay commits its uncommitted ancestors first, in order;
 //! each is refused with [`Error::StaleSession`] unless the committed root is

@@ -34,12 +34,15 @@ pub(super) enum Hints {
     Bulk(Vec<Hint>),
 }
 
-/// Hints sent and not yet acted on, at most `limit` ([`crate::Options::
-/// prefetch_hints`]): past it, new hints are dropped (counted), since a hint
-/// only saves a later read and a queue of millions would hold their keys in
-/// RAM for reads that come too late to help.
+/// Sessions' hints sent and not yet acted on, at most `limit`
+/// ([`crate::Options::prefetch_hints`]): past it, new hints are dropped
+/// (counted), since a hint only saves a later read and a queue of millions
+/// would hold their keys in RAM for reads that come too late to help. A bulk
+/// batch (one operation's keys) is cut to `limit` and replaces the one
+/// before it, whose count the fetcher keeps in `bulk`.
 pub(super) struct HintQueue {
     queued: AtomicUsize,
+    bulk: AtomicUsize,
     dropped: AtomicU64,
     limit: usize,
 }
@@ -48,12 +51,24 @@ impl HintQueue {
     pub(super) fn new(limit: usize) -> HintQueue {
         HintQueue {
             queued: AtomicUsize::new(0),
+            bulk: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             limit,
         }
     }
 
-    /// Takes as many of `hints` as fit, dropping the rest; `None` if none fit.
+    /// Cuts a bulk batch to the limit, counting what it drops.
+    pub(super) fn cut_bulk(&self, mut hints: Vec<Hint>) -> Vec<Hint> {
+        if hints.len() > self.limit {
+            let dropped = hints.len() - self.limit;
+            self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+            hints.truncate(self.limit);
+        }
+        hints
+    }
+
+    /// Takes as many of sessions' `hints` as fit, dropping the rest; `None`
+    /// if none fit.
     pub(super) fn admit(&self, mut hints: Vec<Hint>) -> Option<Vec<Hint>> {
         let mut taken = 0;
         let _ = self
@@ -70,15 +85,15 @@ impl HintQueue {
         (taken > 0).then_some(hints)
     }
 
-    /// `n` hints acted on or discarded.
-    fn release(&self, n: usize) {
+    /// `n` sessions' hints acted on or discarded.
+    pub(super) fn release(&self, n: usize) {
         self.queued.fetch_sub(n, Ordering::SeqCst);
     }
 
-    /// Hints queued now, and dropped so far.
+    /// Hints queued now (sessions' and the bulk batch's), and dropped so far.
     pub(super) fn counts(&self) -> (usize, u64) {
         (
-            self.queued.load(Ordering::SeqCst),
+            self.queued.load(Ordering::SeqCst) + self.bulk.load(Ordering::SeqCst),
             self.dropped.load(Ordering::Relaxed),
         )
     }
@@ -122,8 +137,9 @@ pub(super) fn start_warming(shared: Weak<Shared>) -> std::io::Result<JoinHandle<
         })
 }
 
-/// Reads in flight at most: the hints of a rollback or a proof far back name
-/// millions of keys, whose blocks must not all wait in RAM at once.
+/// Reads in flight at most: a bulk batch (a rollback's, a proof back's) names
+/// up to `prefetch_hints` keys of up to eight blocks each, which must not
+/// all wait in RAM at once.
 const MAX_IN_FLIGHT: usize = 8192;
 
 #[derive(Default)]
@@ -148,8 +164,8 @@ impl Fetcher {
                     match hints {
                         Hints::Session(hints) => self.queue.extend(hints),
                         Hints::Bulk(hints) => {
-                            let replaced = std::mem::replace(&mut self.bulk, hints.into_iter());
-                            shared.hints.release(replaced.len());
+                            shared.hints.bulk.store(hints.len(), Ordering::SeqCst);
+                            self.bulk = hints.into_iter();
                         }
                     }
                     self.pump(&shared, &reply);
@@ -166,10 +182,19 @@ impl Fetcher {
     /// Acts on queued hints while fewer than [`MAX_IN_FLIGHT`] reads are out.
     fn pump(&mut self, shared: &Arc<Shared>, reply: &Sender<Done>) {
         while self.in_flight.len() < MAX_IN_FLIGHT {
-            let Some(hint) = self.queue.pop_front().or_else(|| self.bulk.next()) else {
-                return;
+            let hint = match self.queue.pop_front() {
+                Some(hint) => {
+                    shared.hints.release(1);
+                    hint
+                }
+                None => match self.bulk.next() {
+                    Some(hint) => {
+                        shared.hints.bulk.store(self.bulk.len(), Ordering::SeqCst);
+                        hint
+                    }
+                    None => return,
+                },
             };
-            shared.hints.release(1);
             self.fetch(shared, hint, reply);
         }
     }

@@ -69,16 +69,22 @@ impl Db {
         // Also for answers from the undos: a poisoned handle answers nothing.
         self.shared.store.check_usable()?;
         let versions = &self.shared.versions;
-        let (head, chain) = versions.pin_with_chain();
-        let value = match chain.depth_of(&head.root, root) {
-            None => Err(Error::UnknownRoot),
-            Some(depth) => match chain.changed_value(depth, key) {
-                Some(old) => Ok(old.map(<[u8]>::to_vec)),
-                None => self.shared.read_pinned(head.seqno, key),
-            },
-        };
-        versions.unpin(head.seqno);
-        value
+        loop {
+            let (head, chain) = versions.pin_with_chain();
+            let value = match chain.depth_of(&head.root, root) {
+                None => Err(Error::UnknownRoot),
+                Some(depth) => match chain.changed_value(depth, key) {
+                    Some(old) => Ok(old.map(<[u8]>::to_vec)),
+                    None => self.shared.read_pinned(head.seqno, key),
+                },
+            };
+            versions.unpin(head.seqno);
+            // Commits that landed meanwhile expired the head it pinned
+            // (`Options::snapshot_budget_mib`): again, from the new head.
+            if !matches!(value, Err(Error::SnapshotTooOld)) {
+                return value;
+            }
+        }
     }
 
     /// A multi-proof of `keys` (present or absent) at `root`, one of

@@ -78,8 +78,9 @@ pub struct CommitOutput {
 /// `Send + Sync`: execution threads may share it.
 ///
 /// While a session lives, the old values of keys that later commits change are
-/// kept in RAM for it ([`crate::Metrics::retained_version_bytes`]); drop
-/// sessions that are done.
+/// kept in RAM for it ([`crate::Metrics::retained_version_bytes`]), up to
+/// [`crate::Options::snapshot_budget_mib`]; past that its reads fail with
+/// [`Error::SnapshotTooOld`]. Drop sessions that are done.
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -144,7 +145,9 @@ impl Session {
 
     /// The value of `key`: the session's own write if it made one, else its
     /// value at [`Session::prev_root`] (through the overlays it builds on),
-    /// whatever commits land meanwhile. The key's proof goes into the witness.
+    /// whatever commits land meanwhile (or [`Error::SnapshotTooOld`] once they
+    /// replaced more than the snapshot budget holds). The key's proof goes
+    /// into the witness.
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         if let Some(written) = self.writes.lock().get(key) {
             return Ok(written.clone());

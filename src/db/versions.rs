@@ -200,11 +200,18 @@ impl Versions {
 
 impl State {
     /// Drops the logs no pin needs: those of commits at or before both the
-    /// oldest pin's base and the head (a log past the head is being
-    /// published). Then, while the logs take more than the budget, the
-    /// oldest published one: the bases before it expire.
+    /// oldest pin's base that is not expired and the head (a log past the
+    /// head is being published). Then, while the logs take more than the
+    /// budget, the oldest one before the head's: the bases before it expire.
+    /// The head commit's own log stays, so a read that began one commit
+    /// before it (`Db::read`, unpinned) still resolves; the budget may be
+    /// overshot by that one log.
     fn prune(&mut self) {
-        let oldest = self.pins.keys().next().copied().unwrap_or(u64::MAX);
+        let oldest = self
+            .pins
+            .range(self.floor..)
+            .next()
+            .map_or(u64::MAX, |(&seqno, _)| seqno);
         let keep_after = oldest.min(self.head.seqno);
         while self.logs.front().is_some_and(|log| log.seqno <= keep_after) {
             self.pop();
@@ -213,7 +220,7 @@ impl State {
             && self
                 .logs
                 .front()
-                .is_some_and(|log| log.seqno <= self.head.seqno)
+                .is_some_and(|log| log.seqno < self.head.seqno)
         {
             if let Some(log) = self.pop() {
                 // A base at the dropped commit or after needs none of it.
@@ -286,6 +293,29 @@ mod tests {
         v.unpin(base.seqno);
         let r = v.retained();
         assert_eq!((r.sessions, r.versions, r.bytes), (0, 0, 0));
+    }
+
+    #[test]
+    fn past_the_budget_old_bases_expire_but_never_the_one_before_the_head() {
+        // No room at all: every log the budget may drop goes.
+        let v = Versions::new(head(0), Chain::default(), 0);
+        let old = v.pin();
+        v.install(undo(1, vec![(key(1), Some(vec![1]))]));
+        v.advance(head(1), Chain::default());
+        // The head's own log stays: a read begun at 0, unpinned or not,
+        // still resolves.
+        assert_eq!(v.resolve(0, &key(1), None).unwrap(), Some(vec![1]));
+        v.install(undo(2, vec![(key(1), Some(vec![2]))]));
+        v.advance(head(2), Chain::default());
+        assert!(matches!(
+            v.resolve(0, &key(1), None),
+            Err(Error::SnapshotTooOld)
+        ));
+        assert_eq!(v.resolve(1, &key(1), None).unwrap(), Some(vec![2]));
+        // The expired pin holds nothing past the head's log.
+        assert_eq!(v.retained().versions, 1);
+        v.unpin(old.seqno);
+        assert_eq!(v.retained().versions, 0);
     }
 
     #[test]
