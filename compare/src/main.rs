@@ -1,8 +1,16 @@
-//! The transfer workload side by side: pagetrie and NOMT, each in a child
-//! process of its own (so peak RSS is each one's), on the same accounts;
-//! after every workload the two roots must be equal, since both commit to
-//! the same trie. A crate of its own so that the library's build and tests
-//! never compile NOMT.
+//! The transfer workload side by side: pagetrie and NOMT on the same
+//! accounts and transfers; after every workload the two roots must be equal,
+//! since both commit to the same trie. A crate of its own so that the
+//! library's build and tests never compile NOMT.
+//!
+//! Fair by default: NOMT is opened as its authors' benchmark opens it (three
+//! upper page levels read in at open) with its page cache shrunk so both
+//! hold as many trie pages in RAM (both budgets are printed;
+//! `--nomt-defaults` keeps NOMT's plain defaults), its hash table sized for
+//! the pages the trie will store at most half full; each database is built
+//! in a process of its own, and `--rounds` rounds of workloads alternate
+//! which engine goes first, each run a process that opens its database
+//! anew, with each round and the medians shown.
 //!
 //! ```sh
 //! cargo run --release -p pagetrie-compare                      # both at 2^20, with ratios
@@ -44,15 +52,32 @@ struct Args {
     /// The database to measure.
     #[arg(long, value_enum, default_value_t = Engine::Both)]
     engine: Engine,
+    /// With both engines: rounds of `--workloads` each, every run in a
+    /// process of its own that opens the database anew, the engines
+    /// alternating (pagetrie, NOMT, NOMT, pagetrie, ...); the table shows
+    /// each round and the medians.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// NOMT with its plain defaults (two upper page levels, none read in at
+    /// open, the page cache at `--page-cache-mib`) instead of as its
+    /// authors' benchmark opens it (three upper levels read in at open, and
+    /// the page cache shrunk so both engines hold as many trie pages in RAM).
+    #[arg(long)]
+    nomt_defaults: bool,
 }
 
 fn main() -> Result<(), BoxError> {
-    let Args { run: args, engine } = Args::parse();
+    let Args {
+        run: args,
+        engine,
+        rounds,
+        nomt_defaults,
+    } = Args::parse();
     if args.versions && engine != Engine::Pagetrie {
         return Err("--versions measures pagetrie's history (--engine pagetrie)".into());
     }
     if engine == Engine::Both {
-        return both(&args);
+        return both(&args, rounds.max(1), nomt_defaults);
     }
     if args.pipeline && engine == Engine::Nomt {
         return Err(
@@ -61,10 +86,41 @@ fn main() -> Result<(), BoxError> {
     }
     let (dir, _temp) = harness::database_dir(&args)?;
     let run = match engine {
-        Engine::Nomt => run_nomt(&args, &dir)?,
+        Engine::Nomt => run_nomt(&args, &dir, nomt_defaults)?,
         _ => harness::run_pagetrie(&args, &dir)?,
     };
     harness::report(&args, engine_name(engine), &run)
+}
+
+/// NOMT's settings for this run: as its authors' benchmark opens it, with
+/// its page cache sized so it holds as many trie pages in RAM as pagetrie,
+/// or (`plain`) its defaults.
+fn nomt_settings(args: &RunArgs, plain: bool) -> NomtSettings {
+    // Every account the run may create, so the hash table never fills.
+    let fresh = (args.workloads * args.transfers) as u64 * args.fresh / 100;
+    let keys = (1u64 << args.accounts_log2) + fresh;
+    let keys_now = 1u64 << args.accounts_log2;
+    let (upper_levels, prepopulate, page_cache_mib) = match plain {
+        true => (2, false, args.page_cache_mib),
+        false => (
+            nomt_engine::AUTHORS_UPPER_LEVELS,
+            true,
+            nomt_engine::fair_page_cache_mib(
+                args.page_cache_mib,
+                keys_now,
+                nomt_engine::AUTHORS_UPPER_LEVELS,
+            ),
+        ),
+    };
+    NomtSettings {
+        commit_concurrency: args.workers,
+        page_cache_mib,
+        leaf_cache_mib: args.value_cache_mib,
+        warm_up: args.lookahead > 0,
+        upper_levels,
+        prepopulate,
+        buckets: nomt_engine::buckets_for(keys),
+    }
 }
 
 fn engine_name(engine: Engine) -> &'static str {
@@ -73,13 +129,18 @@ fn engine_name(engine: Engine) -> &'static str {
         _ => "pagetrie",
     }
 }
-fn run_nomt(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
-    let settings = NomtSettings {
-        commit_concurrency: args.workers,
-        page_cache_mib: args.page_cache_mib,
-        leaf_cache_mib: args.value_cache_mib,
-        warm_up: args.lookahead > 0,
-    };
+fn run_nomt(args: &RunArgs, dir: &Path, plain: bool) -> Result<Run, BoxError> {
+    let settings = nomt_settings(args, plain);
+    if !args.json {
+        eprintln!(
+            "nomt: {} upper page levels{} ({:.0} MiB beyond pagetrie's pinned ones), page cache {} MiB, {} hash-table buckets",
+            settings.upper_levels,
+            if settings.prepopulate { " read in at open" } else { "" },
+            nomt_engine::upper_levels_mib(1 << args.accounts_log2, settings.upper_levels),
+            settings.page_cache_mib,
+            settings.buckets
+        );
+    }
     let quiet = args.json;
     let (db, mut accounts, import, open) =
         nomt_engine::open_or_fill(dir, args.accounts_log2, &settings, |done, total| {
@@ -107,9 +168,11 @@ fn run_nomt(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
         opened_from_catalog: None,
     })
 }
-/// Runs pagetrie, then NOMT, each as a child with `--json`; checks their roots
-/// agree after every workload and prints both with the ratios.
-fn both(args: &RunArgs) -> Result<(), BoxError> {
+/// Builds each engine's database in a process of its own, then runs
+/// `rounds` rounds of the workloads, each engine's in a process of its own,
+/// alternating which goes first; checks the roots agree after every
+/// workload and prints each round, the medians and the ratios.
+fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
     let temp = tempfile::Builder::new()
         .prefix("pagetrie-transfer-")
         .tempdir()?;
@@ -117,44 +180,118 @@ fn both(args: &RunArgs) -> Result<(), BoxError> {
         .dir
         .clone()
         .unwrap_or_else(|| temp.path().to_path_buf());
-    let mut summaries = Vec::new();
+    let settings = nomt_settings(args, plain);
+    let keys = 1u64 << args.accounts_log2;
+    let budgets = format!(
+        "trie pages in RAM: pagetrie {} MiB cache + 3 pinned levels; nomt {} MiB cache + {} upper levels ({:.0} MiB beyond pagetrie's pinned ones){}",
+        args.page_cache_mib,
+        settings.page_cache_mib,
+        settings.upper_levels,
+        nomt_engine::upper_levels_mib(keys, settings.upper_levels),
+        if plain { ", NOMT's plain defaults" } else { ", as NOMT's authors' benchmark opens it" }
+    );
+    eprintln!("{budgets}");
+    // The builds, apart: a process's peak RSS then counts only workloads.
+    let mut built = Vec::new();
     for engine in [Engine::Pagetrie, Engine::Nomt] {
-        eprintln!("running {}...", engine_name(engine));
-        summaries.push(child(args, engine, &dir)?);
+        eprintln!("building {}...", engine_name(engine));
+        built.push(child(args, engine, &dir, 0, plain)?);
     }
-    let (p, n) = (&summaries[0], &summaries[1]);
-    let roots_checked = args.threads <= 1;
-    let disagree = p["initial_root"] != n["initial_root"] || p["roots"] != n["roots"];
-    if roots_checked && disagree {
-        return Err(format!(
-            "ROOT MISMATCH: pagetrie and NOMT disagree (initial {} vs {}); a reused --dir must hold the same state for both",
-            p["initial_root"], n["initial_root"]
-        )
-        .into());
+    let mut runs: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        let order = match round % 2 {
+            0 => [Engine::Pagetrie, Engine::Nomt],
+            _ => [Engine::Nomt, Engine::Pagetrie],
+        };
+        for engine in order {
+            eprintln!("round {}: {}...", round + 1, engine_name(engine));
+            let summary = child(args, engine, &dir, args.workloads, plain)?;
+            runs[(engine == Engine::Nomt) as usize].push(summary);
+        }
+        let (p, n) = (&runs[0][round], &runs[1][round]);
+        let disagree = p["initial_root"] != n["initial_root"] || p["roots"] != n["roots"];
+        if disagree && args.threads <= 1 {
+            return Err(format!(
+                "ROOT MISMATCH in round {}: pagetrie and NOMT disagree (initial {} vs {}); a reused --dir must hold the same state for both",
+                round + 1, p["initial_root"], n["initial_root"]
+            )
+            .into());
+        }
+    }
+    let mut medians = [median(&runs[0]), median(&runs[1])];
+    for (m, b) in medians.iter_mut().zip(&built) {
+        m["import_s"] = b["import_s"].clone();
+        m["import_peak_rss_bytes"] = b["import_peak_rss_bytes"].clone();
     }
     if args.json {
-        println!("{}", json!({ "pagetrie": p, "nomt": n }));
-    } else {
-        table(args, &[("pagetrie", p), ("nomt", n)]);
-        match roots_checked {
-            true => println!(
-                "  roots: equal after all {} workloads ({})",
-                args.workloads,
-                p["roots"].as_array().and_then(|r| r.last()).and_then(Value::as_str).unwrap_or("none")
-            ),
-            false => println!("  roots: not compared (execution threads race on shared accounts, so each engine's balances differ)"),
-        }
+        println!(
+            "{}",
+            json!({ "pagetrie": medians[0], "nomt": medians[1], "rounds": { "pagetrie": runs[0], "nomt": runs[1] }, "budgets": budgets })
+        );
+        return Ok(());
+    }
+    println!("{budgets}");
+    println!("  round  first     pagetrie workload / commit     nomt workload / commit     ratios");
+    for (round, (p, n)) in runs[0].iter().zip(&runs[1]).enumerate() {
+        let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+        println!(
+            "  {:>5}  {:<8}  {:>9.0} / {:>6.0} ms           {:>9.0} / {:>6.0} ms       {:.2}x / {:.2}x",
+            round + 1,
+            if round % 2 == 0 { "pagetrie" } else { "nomt" },
+            f(p, "mean_workload_ms"),
+            f(p, "mean_commit_and_prove_ms"),
+            f(n, "mean_workload_ms"),
+            f(n, "mean_commit_and_prove_ms"),
+            f(p, "mean_workload_ms") / f(n, "mean_workload_ms").max(1e-9),
+            f(p, "mean_commit_and_prove_ms") / f(n, "mean_commit_and_prove_ms").max(1e-9),
+        );
+    }
+    println!("medians of {rounds} rounds (each a process that opened the database anew):");
+    table(args, &[("pagetrie", &medians[0]), ("nomt", &medians[1])]);
+    match args.threads <= 1 {
+        true => println!(
+            "  roots: equal after all {} workloads of every round ({})",
+            args.workloads,
+            medians[0]["roots"].as_array().and_then(|r| r.last()).and_then(Value::as_str).unwrap_or("none")
+        ),
+        false => println!("  roots: not compared (execution threads race on shared accounts, so each engine's balances differ)"),
     }
     Ok(())
 }
 
-/// Runs this program with `engine` and `--json`; returns its summary.
-fn child(args: &RunArgs, engine: Engine, dir: &Path) -> Result<Value, BoxError> {
+/// Each numeric field's median over `runs`; other fields from the last run.
+fn median(runs: &[Value]) -> Value {
+    let mut out = runs.last().cloned().unwrap_or(Value::Null);
+    if let Value::Object(fields) = &mut out {
+        for (key, value) in fields.iter_mut() {
+            let mut xs: Vec<f64> = runs.iter().filter_map(|r| r[key].as_f64()).collect();
+            if xs.len() == runs.len() && value.is_number() {
+                xs.sort_by(f64::total_cmp);
+                let mid = xs.len() / 2;
+                *value = match xs.len() % 2 {
+                    1 => json!(xs[mid]),
+                    _ => json!((xs[mid - 1] + xs[mid]) / 2.0),
+                };
+            }
+        }
+    }
+    out
+}
+
+/// Runs this program with `engine`, `workloads` workloads and `--json`;
+/// returns its summary.
+fn child(
+    args: &RunArgs,
+    engine: Engine,
+    dir: &Path,
+    workloads: usize,
+    plain: bool,
+) -> Result<Value, BoxError> {
     let mut command = Command::new(std::env::current_exe()?);
     command
         .args(["--engine", engine_name(engine), "--json"])
         .args(["--accounts-log2", &args.accounts_log2.to_string()])
-        .args(["--workloads", &args.workloads.to_string()])
+        .args(["--workloads", &workloads.to_string()])
         .args(["--transfers", &args.transfers.to_string()])
         .args(["--fresh", &args.fresh.to_string()])
         .args(["--workers", &args.workers.to_string()])
@@ -169,6 +306,9 @@ fn child(args: &RunArgs, engine: Engine, dir: &Path) -> Result<Value, BoxError> 
     if args.cold {
         command.arg("--cold");
     }
+    if plain {
+        command.arg("--nomt-defaults");
+    }
     if args.pipeline && engine == Engine::Pagetrie {
         command.arg("--pipeline");
     }
@@ -181,11 +321,11 @@ fn child(args: &RunArgs, engine: Engine, dir: &Path) -> Result<Value, BoxError> 
             eprint!(
                 "\r{}",
                 bar(
-                    (i + 1) as f64 / args.workloads as f64,
+                    (i + 1) as f64 / workloads.max(1) as f64,
                     &format!(
                         "workload {}/{}: {:.0} ms",
                         i + 1,
-                        args.workloads,
+                        workloads,
                         value["workload_ms"].as_f64().unwrap_or(0.0)
                     )
                 )

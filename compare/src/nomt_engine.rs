@@ -20,10 +20,81 @@ use crate::workload::{
 /// NOMT's settings, mapped from pagetrie's where they have a counterpart.
 pub struct NomtSettings {
     pub commit_concurrency: usize,
+    /// The page cache below the upper levels.
     pub page_cache_mib: usize,
     pub leaf_cache_mib: usize,
     /// Page warm-up while sessions run: on when the workload sends hints.
     pub warm_up: bool,
+    /// Page levels below the root kept in RAM for good.
+    pub upper_levels: usize,
+    /// Whether open reads the upper levels in.
+    pub prepopulate: bool,
+    /// Hash-table buckets, used when the database is created.
+    pub buckets: u32,
+}
+
+/// Pages the authors' benchmark keeps in RAM for good: three levels below
+/// the root, read in at open.
+pub const AUTHORS_UPPER_LEVELS: usize = 3;
+
+/// Levels below the root that pagetrie pins (its root page, the 64 below it
+/// and their 4096): NOMT's default of two upper levels holds the same.
+const PAGETRIE_PINNED_BELOW_ROOT: usize = 2;
+
+/// Keys below which a page's subtree is elided, in both engines.
+const PAGE_THRESHOLD: u64 = 20;
+
+/// Pages stored at page depth `depth` (64^depth pages there) of a trie of
+/// `keys` keys spread uniformly: those whose subtree holds at least
+/// [`PAGE_THRESHOLD`] keys (a Poisson tail), and all at depths 0 and 1,
+/// which are never elided.
+fn stored_at(keys: f64, depth: i32) -> f64 {
+    let pages = 64f64.powi(depth);
+    if depth <= 1 {
+        return pages;
+    }
+    let lambda = keys / pages;
+    let (mut term, mut below) = ((-lambda).exp(), 0.0);
+    for k in 0..PAGE_THRESHOLD {
+        below += term;
+        term *= lambda / (k + 1) as f64;
+    }
+    pages * (1.0 - below).max(0.0)
+}
+
+/// Pages a trie of `keys` keys stores, at every depth.
+pub fn stored_pages(keys: u64) -> u64 {
+    let keys = keys as f64;
+    (0..=42).map(|depth| stored_at(keys, depth)).sum::<f64>() as u64
+}
+
+/// Hash-table buckets for a trie that grows to `keys` keys: NOMT's table is
+/// sized at creation and cannot grow, and its authors warn that it slows
+/// past 0.9 full; sized for at most half full.
+pub fn buckets_for(keys: u64) -> u32 {
+    (2 * stored_pages(keys) + 1000).min(u32::MAX as u64) as u32
+}
+
+/// NOMT's page cache (MiB) that holds, with its `upper_levels` kept in RAM,
+/// as many trie pages as pagetrie's `page_cache_mib` and pinned levels do,
+/// for a trie of `keys` keys; at least 16 MiB (what remains for pages
+/// below the upper levels when those levels alone outgrow the budget).
+pub fn fair_page_cache_mib(page_cache_mib: usize, keys: u64, upper_levels: usize) -> usize {
+    let extra: f64 = ((PAGETRIE_PINNED_BELOW_ROOT + 1)..=upper_levels)
+        .map(|depth| stored_at(keys as f64, depth as i32))
+        .sum();
+    let extra_mib = (extra * 4096.0 / (1u64 << 20) as f64).ceil() as usize;
+    page_cache_mib.saturating_sub(extra_mib).max(16)
+}
+
+/// MiB of trie pages NOMT holds for good with `upper_levels`, for a trie of
+/// `keys` keys, beyond the levels pagetrie pins too.
+pub fn upper_levels_mib(keys: u64, upper_levels: usize) -> f64 {
+    ((PAGETRIE_PINNED_BELOW_ROOT + 1)..=upper_levels)
+        .map(|depth| stored_at(keys as f64, depth as i32))
+        .sum::<f64>()
+        * 4096.0
+        / (1u64 << 20) as f64
 }
 
 type Db = Nomt<Blake3Hasher>;
@@ -33,28 +104,17 @@ pub fn paths(dir: &Path) -> (PathBuf, PathBuf) {
     (dir.join("nomt"), dir.join("nomt-state"))
 }
 
-/// Hash-table buckets for `2^log2` accounts: NOMT's page table is sized at
-/// creation and cannot grow. Pages are stored for subtrees of 20 or more
-/// leaves, so count the levels whose pages average that many, and double it.
-fn buckets(log2: u32) -> u32 {
-    let accounts = 1u64 << log2;
-    let mut pages = 0u64;
-    let mut level_pages = 1u64;
-    while accounts / level_pages >= 20 {
-        pages += level_pages;
-        level_pages *= 64;
-    }
-    (pages * 2 + 50_000).min(u32::MAX as u64) as u32
-}
-
-fn open(path: &Path, log2: u32, s: &NomtSettings) -> Result<Db, BoxError> {
+fn open(path: &Path, s: &NomtSettings) -> Result<Db, BoxError> {
     let mut o = nomt::Options::new();
     o.path(path);
     o.commit_concurrency(s.commit_concurrency.max(1));
+    o.io_workers(3);
     o.page_cache_size(s.page_cache_mib);
     o.leaf_cache_size(s.leaf_cache_mib);
+    o.page_cache_upper_levels(s.upper_levels);
+    o.prepopulate_page_cache(s.prepopulate);
     o.warm_up(s.warm_up);
-    o.hashtable_buckets(buckets(log2));
+    o.hashtable_buckets(s.buckets);
     Ok(Nomt::open(o)?)
 }
 
@@ -71,13 +131,13 @@ pub fn open_or_fill(
     if let Some(accounts) = Accounts::load(&state_path, log2) {
         if db_path.exists() {
             let start = Instant::now();
-            let db = open(&db_path, log2, settings)?;
+            let db = open(&db_path, settings)?;
             return Ok((db, accounts, None, start.elapsed()));
         }
     }
     crate::workload::clear(dir, &db_path, &state_path)?;
     let start = Instant::now();
-    let db = open(&db_path, log2, settings)?;
+    let db = open(&db_path, settings)?;
     let total = 1u64 << log2;
     let balance = 1000u64.to_be_bytes().to_vec();
     let mut ids: Vec<u64> = (0..total).collect();
@@ -96,7 +156,7 @@ pub fn open_or_fill(
     let accounts = Accounts::fresh(state_path, log2);
     accounts.save()?;
     let start = Instant::now();
-    let db = open(&db_path, log2, settings)?;
+    let db = open(&db_path, settings)?;
     Ok((db, accounts, Some(filled), start.elapsed()))
 }
 
