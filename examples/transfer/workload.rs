@@ -166,21 +166,38 @@ pub struct WorkloadStats {
 
 /// The next workload's transfers `(sender, receiver)`, recorded durably so no
 /// fresh id is handed out twice, even after a crash.
+///
+/// With several execution threads, both accounts of a transfer are of one
+/// class (id modulo the thread count), and [`on_threads`] gives each class
+/// to one thread: no two threads touch one account, so the final state is
+/// the same whatever the interleaving, and two engines' roots can be
+/// compared. With one thread the plan is as it always was.
 pub fn plan_transfers(
     accounts: &mut Accounts,
     config: &Config,
 ) -> std::io::Result<Vec<(u64, u64)>> {
     let existing = accounts.next_id;
+    let classes = config.threads.max(1) as u64;
+    // `id` moved into `class`, staying below `existing`.
+    let into_class = |id: u64, class: u64| {
+        let moved = id - id % classes + class;
+        if moved < existing {
+            moved
+        } else {
+            moved.saturating_sub(classes)
+        }
+    };
     let transfers = (0..config.transfers)
         .map(|_| {
             let sender = accounts.next_random() % existing;
-            let receiver = if accounts.next_random() % 100 < config.fresh_percent {
+            if accounts.next_random() % 100 < config.fresh_percent {
                 accounts.next_id += 1;
-                accounts.next_id - 1
+                let receiver = accounts.next_id - 1;
+                (into_class(sender, receiver % classes), receiver)
             } else {
-                accounts.next_random() % existing
-            };
-            (sender, receiver)
+                let receiver = accounts.next_random() % existing;
+                (sender, into_class(receiver, sender % classes))
+            }
         })
         .collect();
     accounts.save()?;
@@ -199,17 +216,22 @@ pub fn os_io_bytes() -> (u64, u64) {
     (field("read_bytes:"), field("write_bytes:"))
 }
 
-/// Runs `execute` on `threads` threads over slices of `transfers`; returns
-/// the summed read time and read count.
+/// Runs `execute` on `threads` threads, each over the transfers of one
+/// class of senders (id modulo `threads`, in plan order; see
+/// [`plan_transfers`]); returns the summed read time and read count.
 pub fn on_threads<E: Send>(
     transfers: &[(u64, u64)],
     threads: usize,
     execute: impl Fn(&[(u64, u64)]) -> Result<(Duration, u64), E> + Sync,
 ) -> Result<(Duration, u64), E> {
-    let per_thread = transfers.len().div_ceil(threads.max(1)).max(1);
+    let classes = threads.max(1);
+    let mut slices: Vec<Vec<(u64, u64)>> = vec![Vec::new(); classes];
+    for &(from, to) in transfers {
+        slices[(from % classes as u64) as usize].push((from, to));
+    }
     let results: Vec<Result<(Duration, u64), E>> = std::thread::scope(|s| {
-        let handles: Vec<_> = transfers
-            .chunks(per_thread)
+        let handles: Vec<_> = slices
+            .iter()
             .map(|slice| {
                 let execute = &execute;
                 s.spawn(move || execute(slice))
