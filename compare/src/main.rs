@@ -79,11 +79,6 @@ fn main() -> Result<(), BoxError> {
     if engine == Engine::Both {
         return both(&args, rounds.max(1), nomt_defaults);
     }
-    if args.pipeline && engine == Engine::Nomt {
-        return Err(
-            "--pipeline is pagetrie's (NOMT runs its workloads one after the other)".into(),
-        );
-    }
     let (dir, _temp) = harness::database_dir(&args)?;
     let run = match engine {
         Engine::Nomt => run_nomt(&args, &dir, nomt_defaults)?,
@@ -152,9 +147,16 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool) -> Result<Run, BoxError> {
     let import_peak_rss = import.map(|_| workload::peak_rss_bytes());
     harness::announce(args, import, dir);
     let initial_root = nomt_engine::root(&db);
-    let stats = harness::workloads(args, |config| {
-        nomt_engine::run_workload(&db, &mut accounts, config)
+    let mut pipeline = nomt_engine::Pipeline::default();
+    let mut stats = harness::workloads(args, |config| match args.pipeline {
+        true => pipeline.run(&db, &mut accounts, config),
+        false => nomt_engine::run_workload(&db, &mut accounts, config),
     })?;
+    // The last commit belongs to the last workload's time.
+    let tail = pipeline.wait(&db)?;
+    if let Some(last) = stats.last_mut() {
+        last.total += tail;
+    }
     Ok(Run {
         stats,
         initial_root,
@@ -311,7 +313,7 @@ fn child(
     if plain {
         command.arg("--nomt-defaults");
     }
-    if args.pipeline && engine == Engine::Pagetrie {
+    if args.pipeline {
         command.arg("--pipeline");
     }
     let mut child = command.spawn()?;

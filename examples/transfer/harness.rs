@@ -53,9 +53,10 @@ pub struct RunArgs {
     /// Drop the OS page cache before each workload (needs root).
     #[arg(long)]
     pub cold: bool,
-    /// pagetrie: execute each workload on the overlay of the one before while
-    /// that one commits on another thread (side by side, NOMT runs as
-    /// usual).
+    /// Execute each workload on the overlay of the one before while that one
+    /// commits on another thread (side by side, NOMT executes on the
+    /// overlay of the one before and commits that one after, as its API
+    /// allows: it holds commits back while a session is live).
     #[arg(long)]
     pub pipeline: bool,
     /// One JSON object per workload, then a summary, instead of the table.
@@ -537,7 +538,7 @@ pub fn table(args: &RunArgs, columns: &[(&str, &Value)]) {
         if args.cold { ", cold OS cache" } else { "" }
     );
     if args.pipeline {
-        println!("  pagetrie pipelined: each workload executes on the overlay of the one before while that one commits");
+        println!("  pipelined: each workload executes on the overlay of the one before (pagetrie commits that one meanwhile, NOMT after)");
     }
     let mut header = format!("  {:<32}", "");
     for (name, _) in columns {
