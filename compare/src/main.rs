@@ -64,6 +64,10 @@ struct Args {
     /// the page cache shrunk so both engines hold as many trie pages in RAM).
     #[arg(long)]
     nomt_defaults: bool,
+    /// Internal: workloads the database will see in all, for sizing NOMT's
+    /// hash table when it is built by a run of fewer.
+    #[arg(long, hide = true)]
+    nomt_total_workloads: Option<usize>,
 }
 
 fn main() -> Result<(), BoxError> {
@@ -72,27 +76,37 @@ fn main() -> Result<(), BoxError> {
         engine,
         rounds,
         nomt_defaults,
+        nomt_total_workloads,
     } = Args::parse();
+    if args.hold_snapshot && engine != Engine::Pagetrie {
+        return Err("--hold-snapshot holds a pagetrie session (--engine pagetrie)".into());
+    }
+    let total = nomt_total_workloads.unwrap_or(args.workloads);
+    if args.threads as u64 > 1u64 << args.accounts_log2 {
+        return Err("more execution threads than accounts".into());
+    }
     if args.versions && engine != Engine::Pagetrie {
         return Err("--versions measures pagetrie's history (--engine pagetrie)".into());
     }
     if engine == Engine::Both {
         return both(&args, rounds.max(1), nomt_defaults);
     }
+    if engine == Engine::Nomt {
+        let (dir, _temp) = harness::database_dir(&args)?;
+        let run = run_nomt(&args, &dir, nomt_defaults, total)?;
+        return harness::report(&args, engine_name(engine), &run);
+    }
     let (dir, _temp) = harness::database_dir(&args)?;
-    let run = match engine {
-        Engine::Nomt => run_nomt(&args, &dir, nomt_defaults)?,
-        _ => harness::run_pagetrie(&args, &dir)?,
-    };
+    let run = harness::run_pagetrie(&args, &dir)?;
     harness::report(&args, engine_name(engine), &run)
 }
 
 /// NOMT's settings for this run: as its authors' benchmark opens it, with
 /// its page cache sized so it holds as many trie pages in RAM as pagetrie,
-/// or (`plain`) its defaults.
-fn nomt_settings(args: &RunArgs, plain: bool) -> NomtSettings {
-    // Every account the run may create, so the hash table never fills.
-    let fresh = (args.workloads * args.transfers) as u64 * args.fresh / 100;
+/// or (`plain`) its defaults; its hash table sized for `workloads` in all.
+fn nomt_settings(args: &RunArgs, plain: bool, workloads: usize) -> NomtSettings {
+    // Every account the runs may create, so the hash table never fills.
+    let fresh = (workloads * args.transfers) as u64 * args.fresh / 100;
     let keys = (1u64 << args.accounts_log2) + fresh;
     let keys_now = 1u64 << args.accounts_log2;
     let (upper_levels, prepopulate, page_cache_mib) = match plain {
@@ -124,8 +138,8 @@ fn engine_name(engine: Engine) -> &'static str {
         _ => "pagetrie",
     }
 }
-fn run_nomt(args: &RunArgs, dir: &Path, plain: bool) -> Result<Run, BoxError> {
-    let settings = nomt_settings(args, plain);
+fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run, BoxError> {
+    let settings = nomt_settings(args, plain, total);
     if !args.json {
         eprintln!(
             "nomt: {} upper page levels{} ({:.0} MiB beyond pagetrie's pinned ones), page cache {} MiB, {} hash-table buckets",
@@ -182,7 +196,7 @@ fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
         .dir
         .clone()
         .unwrap_or_else(|| temp.path().to_path_buf());
-    let settings = nomt_settings(args, plain);
+    let settings = nomt_settings(args, plain, rounds * args.workloads);
     let keys = 1u64 << args.accounts_log2;
     let budgets = format!(
         "trie pages in RAM: pagetrie {} MiB cache + 3 pinned levels; nomt {} MiB cache + {} upper levels ({:.0} MiB beyond pagetrie's pinned ones){}",
@@ -197,7 +211,14 @@ fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
     let mut built = Vec::new();
     for engine in [Engine::Pagetrie, Engine::Nomt] {
         eprintln!("building {}...", engine_name(engine));
-        built.push(child(args, engine, &dir, 0, plain)?);
+        built.push(child(
+            args,
+            engine,
+            &dir,
+            0,
+            plain,
+            rounds * args.workloads,
+        )?);
     }
     let mut runs: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
@@ -207,7 +228,14 @@ fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
         };
         for engine in order {
             eprintln!("round {}: {}...", round + 1, engine_name(engine));
-            let summary = child(args, engine, &dir, args.workloads, plain)?;
+            let summary = child(
+                args,
+                engine,
+                &dir,
+                args.workloads,
+                plain,
+                rounds * args.workloads,
+            )?;
             runs[(engine == Engine::Nomt) as usize].push(summary);
         }
         let (p, n) = (&runs[0][round], &runs[1][round]);
@@ -290,6 +318,7 @@ fn child(
     dir: &Path,
     workloads: usize,
     plain: bool,
+    total: usize,
 ) -> Result<Value, BoxError> {
     let mut command = Command::new(std::env::current_exe()?);
     command
@@ -304,6 +333,11 @@ fn child(
         .args(["--page-cache-mib", &args.page_cache_mib.to_string()])
         .args(["--value-cache-mib", &args.value_cache_mib.to_string()])
         .args(["--history", &args.history.to_string()])
+        .args([
+            "--snapshot-budget-mib",
+            &args.snapshot_budget_mib.to_string(),
+        ])
+        .args(["--nomt-total-workloads", &total.to_string()])
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped());
