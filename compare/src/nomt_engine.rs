@@ -80,10 +80,7 @@ pub fn buckets_for(keys: u64) -> u32 {
 /// for a trie of `keys` keys; at least 16 MiB (what remains for pages
 /// below the upper levels when those levels alone outgrow the budget).
 pub fn fair_page_cache_mib(page_cache_mib: usize, keys: u64, upper_levels: usize) -> usize {
-    let extra: f64 = ((PAGETRIE_PINNED_BELOW_ROOT + 1)..=upper_levels)
-        .map(|depth| stored_at(keys as f64, depth as i32))
-        .sum();
-    let extra_mib = (extra * 4096.0 / (1u64 << 20) as f64).ceil() as usize;
+    let extra_mib = upper_levels_mib(keys, upper_levels).ceil() as usize;
     page_cache_mib.saturating_sub(extra_mib).max(16)
 }
 

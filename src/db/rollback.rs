@@ -110,7 +110,8 @@ impl Db {
             // Without the writer lock, a commit landing meanwhile can mix
             // blocks of two states; a proof that verifies against `root`
             // shows its values all the same.
-            let (head, proof) = self.shared.prove_back(root, &keys);
+            let (head, chain) = self.shared.versions.head_and_chain();
+            let proof = self.shared.prove_back(&head, &chain, root, &keys);
             if let Ok(Some(proof)) = proof {
                 return Ok(proof);
             }
@@ -160,8 +161,8 @@ impl Shared {
         Ok(prepared.root)
     }
 
-    /// The proof of `keys` (sorted, each once) at `root`, recomputed from the
-    /// head (returned with it) and the changes since; `None` if it does not
+    /// The proof of `keys` (sorted, each once) at `root`, recomputed from
+    /// `head` and the changes since (`chain`, the history behind it); `None` if it does not
     /// prove `keys` at `root`. Without the writer lock, that or an error may
     /// mean only that a commit landed meanwhile and mixed two states.
     ///
@@ -172,17 +173,6 @@ impl Shared {
     /// on keys outside those subtrees), the whole trie at `root` is
     /// recomputed instead.
     fn prove_back(
-        &self,
-        root: &Node,
-        keys: &[KeyPath],
-    ) -> (Head, Result<Option<MultiProof>, Error>) {
-        let (head, chain) = self.versions.head_and_chain();
-        let proof = self.prove_back_from(&head, &chain, root, keys);
-        (head, proof)
-    }
-
-    /// [`Shared::prove_back`] from `head`, with the `chain` behind it.
-    fn prove_back_from(
         &self,
         head: &Head,
         chain: &Chain,
