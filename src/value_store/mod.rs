@@ -1,15 +1,25 @@
 //! The value store (docs/design.md section 3): every key's value in the `buckets` file,
 //! 4 KiB buckets of entries sorted by key, each bucket one contiguous key range.
 //!
-//! A RAM directory finds a key's bucket with no I/O and a fingerprint summary says
-//! when a key is absent, so a read costs one bucket read, or none. A bucket that
-//! outgrows its block splits at the first bit where its keys differ, however many
-//! leading bits they share, so clustered or adversarial keys cannot build chains;
-//! splits append buckets or reuse free ones, and buckets emptied by deletes are
-//! freed. Ranges split at bit boundaries, so all keys under a prefix at least as
-//! deep as the buckets come from one bucket read: how the trie rebuilds elided
-//! pages and finds leaf preimages. Values longer than [`INLINE_MAX`] live in the
-//! `overflow` file; their bucket entry keeps the value hash.
+//! A directory in RAM (a B-tree on each bucket's smallest key, with a 16-bit
+//! seeded fingerprint per entry) finds a key's bucket with no I/O, and the
+//! fingerprints say when a key is certainly absent, so a read costs one bucket
+//! read, or none.
+//!
+//! A commit rewrites the buckets it changes in runs of adjacent ones, each to a
+//! free slot (copy-on-write). A run left under a quarter of a bucket takes in the
+//! next bucket if the commit leaves that one untouched, so small buckets merge; an
+//! overflowing run does the same, to share its load. The run's entries are then
+//! cut into as many buckets as their bytes need, each cut placed nearest an even
+//! share of the bytes among the gaps between neighbouring keys that part within
+//! three bits of the run's common prefix (a part still too large is cut again).
+//! Distinct keys always have such a gap, however many leading bits they share, so
+//! clustered or adversarial keys cannot build chains; a bucket emptied by deletes
+//! is freed. A prefix deeper than the bit where a cut's two keys part never spans
+//! that cut, so the keys under a deep prefix (an elided page's) usually come from
+//! one bucket read: how the trie rebuilds elided pages and finds leaf preimages.
+//! Values longer than [`INLINE_MAX`] live in the `overflow` file; their bucket
+//! entry keeps the value hash.
 //!
 //! Owns buckets, the directory and overflow space. Knows nothing of the trie: it
 //! stores keys and values, and answers prefix queries.
