@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::staging::Staging;
 use super::{Db, Options, Reads};
-use crate::io::sync_dir;
+use crate::io::replace_durably;
 use crate::trie::{KeyPath, Node};
 use crate::{Chunk, Error};
 
@@ -177,6 +177,5 @@ fn write_progress(dir: &Path, root: &Node, next: Option<&KeyPath>) -> Result<(),
         file.sync_all()
     };
     write().map_err(|e| Error::io("writing", PROGRESS_NEW, e))?;
-    fs::rename(&new, dir.join(PROGRESS)).map_err(|e| Error::io("renaming", PROGRESS, e))?;
-    sync_dir(dir)
+    replace_durably(&new, &dir.join(PROGRESS))
 }

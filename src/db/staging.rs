@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::io::{create_dir_durable, sync_dir, DirLock, LOCK_FILE};
+use crate::io::{create_dir_durable, replace_durably, sync_dir, DirLock, LOCK_FILE};
 use crate::Error;
 
 /// `<target>.<suffix>`, locked like a database so that a second build to the
@@ -87,9 +87,7 @@ impl Staging {
         }
         // On failure the staging directory stays: a restore resumes from it,
         // an import clears it.
-        fs::rename(self.db_path(), &self.target)?;
-        let parent = self.target.parent().filter(|p| !p.as_os_str().is_empty());
-        sync_dir(parent.unwrap_or(Path::new(".")))?;
+        replace_durably(&self.db_path(), &self.target)?;
         // The database is in place; what is left is garbage, which a failure
         // to remove must not make look like a failed build.
         let _ = fs::remove_dir_all(&self.dir);
