@@ -10,11 +10,10 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::history::{self, Chain, Undo, KEPT_PAGE_LEVEL};
+use super::history::{self, Chain, Head, Undo, KEPT_PAGE_LEVEL};
 use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
-use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Reads, Shared};
 use crate::commit::{update_trie, Change, PageChanges, PageSink, Tree, TrieUpdate, Unwritten};
 use crate::page_store::PagePlan;

@@ -80,11 +80,6 @@ impl Staging {
         // The build's blocks and buffers are free now; its peak need not stay
         // resident while the database serves.
         crate::block::release_free();
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: malloc_trim only returns free heap memory to the kernel.
-        unsafe {
-            libc::malloc_trim(0);
-        }
         // On failure the staging directory stays: a restore resumes from it,
         // an import clears it.
         replace_durably(&self.db_path(), &self.target)?;

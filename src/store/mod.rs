@@ -15,7 +15,7 @@
 //!
 //! By concern: [`batch`] what a commit hands over, [`commit`] the protocol,
 //! [`recovery`] open's choice of the durable commit, [`reads`] block reads,
-//! [`record_log`] the logs, [`catalog`] and [`history`] what is kept in them,
+//! [`record_log`] the logs, [`catalog`] and [`history_log`] what is kept in them,
 //! [`config`] how a store is opened.
 
 mod batch;
@@ -24,7 +24,7 @@ mod chained_sum;
 mod commit;
 mod config;
 mod framing;
-mod history;
+mod history_log;
 mod meta;
 mod published;
 mod reads;
@@ -76,7 +76,7 @@ pub(crate) struct Store {
     /// The catalog: its log and its upkeep.
     catalog: Mutex<catalog::Keeper>,
     /// Where commits append their history records.
-    history: Mutex<history::HistoryLog>,
+    history: Mutex<history_log::HistoryLog>,
     tuning: Tuning,
     _lock: DirLock,
 }
@@ -105,7 +105,7 @@ impl Store {
         let seed = recovery::random_seed();
         let catalog =
             catalog::Keeper::open(&dir, &durable.meta, &durable.map, seed, &config.tuning)?;
-        let history = history::load(&dir, durable.meta.seqno)?;
+        let history = history_log::load(&dir, durable.meta.seqno)?;
         Ok(Store {
             io,
             targets,

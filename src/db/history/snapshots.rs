@@ -16,11 +16,11 @@
 //! base is older than a log so dropped fail their next read with
 //! [`Error::SnapshotTooOld`] instead of holding RAM without bound.
 //!
-//! The head moves together with the history's chain (see `history`), so a
+//! The head moves together with the history's chain ([`Chain`]), so a
 //! reader takes the two as one.
 //!
-//! Owns the head and the sessions' pins. Knows nothing of blocks or the trie:
-//! it sees keys and values only.
+//! Owns the head and the sessions' pins, taken and released only through
+//! [`Pin`]. Knows nothing of blocks or the trie: it sees keys and values only.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -28,7 +28,8 @@ use parking_lot::RwLock;
 
 use std::sync::Arc;
 
-use super::history::{self, Chain, Undo};
+use super::chain::{first_named, oldest_values, Chain};
+use super::undo::Undo;
 use crate::trie::{KeyPath, Node};
 use crate::Error;
 
@@ -90,36 +91,25 @@ impl Versions {
         self.state.read().head
     }
 
-    /// Pins the head: the values at it stay readable until [`Versions::unpin`].
-    pub(crate) fn pin(&self) -> Head {
-        let mut state = self.state.write();
-        let head = state.head;
-        *state.pins.entry(head.seqno).or_insert(0) += 1;
-        head
-    }
-
-    /// Pins the head like [`Versions::pin`], with the chain that reaches back
-    /// from it.
-    pub(crate) fn pin_with_chain(&self) -> (Head, Chain) {
-        let mut state = self.state.write();
-        let head = state.head;
-        *state.pins.entry(head.seqno).or_insert(0) += 1;
-        (head, state.chain.clone())
-    }
-
     /// The head and the chain that reaches back from it.
     pub(crate) fn head_and_chain(&self) -> (Head, Chain) {
         let state = self.state.read();
         (state.head, state.chain.clone())
     }
 
-    /// Pins commit `seqno`, which another pin (at `seqno` or before it) keeps
-    /// readable.
-    pub(crate) fn pin_at(&self, seqno: u64) {
+    /// Pins the head, and returns it with the chain behind it.
+    fn pin_head(&self) -> (Head, Chain) {
+        let mut state = self.state.write();
+        let head = state.head;
+        *state.pins.entry(head.seqno).or_insert(0) += 1;
+        (head, state.chain.clone())
+    }
+
+    fn pin_at(&self, seqno: u64) {
         *self.state.write().pins.entry(seqno).or_insert(0) += 1;
     }
 
-    pub(crate) fn unpin(&self, base: u64) {
+    fn unpin(&self, base: u64) {
         let mut state = self.state.write();
         if let Some(count) = state.pins.get_mut(&base) {
             *count -= 1;
@@ -159,7 +149,7 @@ impl Versions {
         let state = self.state.read();
         state.serves(base)?;
         let newer = state.logs.partition_point(|log| log.seqno <= base);
-        Ok(match history::first_named(state.logs.range(newer..), key) {
+        Ok(match first_named(state.logs.range(newer..), key) {
             Some(old) => old.map(<[u8]>::to_vec),
             None => current,
         })
@@ -178,12 +168,7 @@ impl Versions {
         let state = self.state.read();
         state.serves(base)?;
         let newer = state.logs.partition_point(|log| log.seqno <= base);
-        Ok(history::oldest_values(
-            state.logs.range(newer..),
-            from,
-            to,
-            |_| true,
-        ))
+        Ok(oldest_values(state.logs.range(newer..), from, to, |_| true))
     }
 
     pub(crate) fn retained(&self) -> Retained {
@@ -195,6 +180,51 @@ impl Versions {
             history: state.chain.len() as u64,
             history_bytes: state.chain.bytes() as u64,
         }
+    }
+}
+
+/// A pin on a commit: the values at it stay readable while the pin lives.
+pub(crate) struct Pin {
+    versions: Arc<Versions>,
+    seqno: u64,
+}
+
+impl Pin {
+    /// The commit it pins.
+    pub(crate) fn seqno(&self) -> u64 {
+        self.seqno
+    }
+
+    /// Pins the committed head.
+    pub(crate) fn head(versions: &Arc<Versions>) -> (Pin, Head) {
+        let (pin, head, _) = Pin::head_with_chain(versions);
+        (pin, head)
+    }
+
+    /// Pins the committed head, and returns it with the chain behind it.
+    pub(crate) fn head_with_chain(versions: &Arc<Versions>) -> (Pin, Head, Chain) {
+        let (head, chain) = versions.pin_head();
+        let pin = Pin {
+            versions: versions.clone(),
+            seqno: head.seqno,
+        };
+        (pin, head, chain)
+    }
+
+    /// Pins commit `seqno`, which a pin this one outlives must already keep
+    /// readable.
+    pub(crate) fn at(versions: &Arc<Versions>, seqno: u64) -> Pin {
+        versions.pin_at(seqno);
+        Pin {
+            versions: versions.clone(),
+            seqno,
+        }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.versions.unpin(self.seqno);
     }
 }
 
@@ -266,8 +296,8 @@ mod tests {
 
     #[test]
     fn a_pinned_base_reads_its_values_until_unpinned() {
-        let v = Versions::new(head(0), Chain::default(), usize::MAX);
-        let base = v.pin();
+        let v = Arc::new(Versions::new(head(0), Chain::default(), usize::MAX));
+        let (pin, base) = Pin::head(&v);
         assert_eq!(base, head(0));
         v.install(undo(1, vec![(key(1), None), (key(2), Some(vec![2]))]));
         // Before and after the publish: the store may show commit 0 or 1.
@@ -290,7 +320,7 @@ mod tests {
         );
         assert_eq!(v.resolve(0, &key(4), Some(vec![4])).unwrap(), Some(vec![4]));
         assert_eq!(v.retained().versions, 2);
-        v.unpin(base.seqno);
+        drop(pin);
         let r = v.retained();
         assert_eq!((r.sessions, r.versions, r.bytes), (0, 0, 0));
     }
@@ -298,8 +328,8 @@ mod tests {
     #[test]
     fn past_the_budget_old_bases_expire_but_never_the_one_before_the_head() {
         // No room at all: every log the budget may drop goes.
-        let v = Versions::new(head(0), Chain::default(), 0);
-        let old = v.pin();
+        let v = Arc::new(Versions::new(head(0), Chain::default(), 0));
+        let (pin, _) = Pin::head(&v);
         v.install(undo(1, vec![(key(1), Some(vec![1]))]));
         v.advance(head(1), Chain::default());
         // The head's own log stays: a read begun at 0, unpinned or not,
@@ -314,16 +344,16 @@ mod tests {
         assert_eq!(v.resolve(1, &key(1), None).unwrap(), Some(vec![2]));
         // The expired pin holds nothing past the head's log.
         assert_eq!(v.retained().versions, 1);
-        v.unpin(old.seqno);
+        drop(pin);
         assert_eq!(v.retained().versions, 0);
     }
 
     #[test]
     fn a_log_being_published_is_kept_without_pins() {
-        let v = Versions::new(head(4), Chain::default(), usize::MAX);
+        let v = Arc::new(Versions::new(head(4), Chain::default(), usize::MAX));
         v.install(undo(5, vec![(key(1), Some(vec![1]))]));
-        let base = v.pin();
-        v.unpin(base.seqno);
+        let (pin, _) = Pin::head(&v);
+        drop(pin);
         // The head is still 4: a session may yet begin there.
         assert_eq!(v.retained().versions, 1);
         v.advance(head(5), Chain::default());
