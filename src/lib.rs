@@ -45,6 +45,7 @@ extern crate alloc;
 
 #[cfg(feature = "std")]
 mod block;
+mod bytes;
 #[cfg(feature = "std")]
 mod clock;
 #[cfg(feature = "std")]

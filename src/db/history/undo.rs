@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::block::Block;
+use crate::bytes::Cursor;
 use crate::db::KeyedValues;
 use crate::trie::page::{Page, PAGE_SIZE};
 use crate::trie::page_id::PageId;
@@ -236,22 +237,22 @@ pub(super) enum Record {
 }
 
 pub(super) fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
-    let mut r = Reader(bytes);
-    let record = match r.take(1)?[0] {
+    let mut r = Cursor::new(bytes);
+    let record = match r.u8()? {
         UNDO => {
-            let root_before = r.take(32)?.try_into().ok()?;
-            let root_after = r.take(32)?.try_into().ok()?;
+            let root_before = r.array()?;
+            let root_after = r.array()?;
             let count = r.u64()?;
             let mut undo =
                 Undo::new(seqno, root_before, root_after, &Vec::new(), Vec::new()).ok()?;
             // Exactly, not by doubling: 64 replayed undos held a third more
             // than they used. A key takes at least 36 bytes of the record.
-            let fits = usize::try_from(count).ok()?.min(r.0.len() / 36);
+            let fits = usize::try_from(count).ok()?.min(r.remaining() / 36);
             undo.keys.reserve_exact(fits);
             undo.spans.0.reserve_exact(fits);
             for _ in 0..count {
-                let key = r.take(32)?.try_into().ok()?;
-                let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
+                let key = r.array()?;
+                let len = r.u32()?;
                 let value = match len {
                     ABSENT => None,
                     // Any length the field holds: an older build wrote
@@ -262,10 +263,10 @@ pub(super) fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
                 undo.push(key, value).ok()?;
             }
             undo.build_index();
-            let pages = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
+            let pages = r.u32()?;
             for _ in 0..pages {
-                let id = PageId::decode(r.take(32)?.try_into().ok()?).ok()?;
-                let page = match r.take(1)?[0] {
+                let id = PageId::decode(&r.array()?).ok()?;
+                let page = match r.u8()? {
                     0 => None,
                     1 => {
                         let mut block = Block::zeroed();
@@ -283,24 +284,7 @@ pub(super) fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
         ROLLBACK => Record::Rollback(usize::try_from(r.u64()?).ok()?),
         _ => return None,
     };
-    r.0.is_empty().then_some(record)
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
+    (r.remaining() == 0).then_some(record)
 }
 
 // The history's unit tests, beside the codec whose private parts they check.
