@@ -6,6 +6,7 @@
 //! reach below the stores' crate-visible APIs: what pages and buckets look like
 //! is theirs.
 
+mod build_dir;
 mod commit_order;
 mod export;
 mod history;
@@ -17,7 +18,6 @@ mod prefetch;
 mod range;
 mod restore;
 mod session;
-mod staging;
 #[cfg(test)]
 mod tests;
 

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub(crate) use bucket::INLINE_MAX;
-use bucket::{Entry, InlineValue, Stored, PAYLOAD};
+use bucket::{BucketEntry, InlineValue, Stored, PAYLOAD};
 use directory::{BucketMeta, Directory};
 use overflow::Extents;
 
@@ -51,7 +51,7 @@ use crate::Error;
 /// Blocks read per batch when scanning the file at open.
 const SCAN_BATCH: usize = 1024;
 
-struct State {
+struct ValueIndex {
     dir: Directory,
     /// The buckets file's slots.
     space: SlotSpace,
@@ -101,7 +101,7 @@ type Checked = Result<Arc<BlockBuf>, Error>;
 /// One writer: plan a commit, commit it, publish it (or drop the plan after a
 /// failed commit, which poisons the store) before planning the next.
 pub(crate) struct ValueStore {
-    state: RwLock<State>,
+    state: RwLock<ValueIndex>,
     /// Committed bucket blocks by slot.
     cache: ClockCache<u32, Arc<BlockBuf>>,
     hits: AtomicU64,
@@ -115,7 +115,7 @@ impl ValueStore {
     pub(crate) fn open(store: &Store, cache_bytes: usize) -> Result<ValueStore, Error> {
         let meta = store.meta();
         let buckets_len = meta.lengths[Target::Buckets as usize];
-        let mut state = State {
+        let mut state = ValueIndex {
             dir: Directory::new(store.seed()),
             space: SlotSpace::new(buckets_len, store.free_slots(Target::Buckets)?),
             extents: Extents::default(),
@@ -277,7 +277,7 @@ impl ValueStore {
         }
     }
 
-    fn entry(&self, store: &Store, key: &KeyPath) -> Result<Option<Entry>, Error> {
+    fn entry(&self, store: &Store, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
         let mut found = None;
         let slot_of = |dir: &Directory| match dir.bucket_of(key) {
             Some((_, meta)) if dir.may_hold(meta, key) => vec![meta.slot],
@@ -296,11 +296,11 @@ impl ValueStore {
             let generation = self.state.read().published.generation();
             let (len, hash, start) = match self.entry(store, key)? {
                 None => return Ok(None),
-                Some(Entry {
+                Some(BucketEntry {
                     stored: Stored::Inline(v),
                     ..
                 }) => return Ok(Some(v.to_vec())),
-                Some(Entry {
+                Some(BucketEntry {
                     stored: Stored::Overflow { len, hash, start },
                     ..
                 }) => (len, hash, start),
@@ -637,9 +637,9 @@ impl ValuePlan {
     /// of replaced ones released at publish.
     fn merge(
         &mut self,
-        old: &mut Vec<Entry>,
+        old: &mut Vec<BucketEntry>,
         changes: &[(KeyPath, Option<Vec<u8>>)],
-        out: &mut Vec<Entry>,
+        out: &mut Vec<BucketEntry>,
     ) {
         out.reserve(old.len() + changes.len());
         let mut old = old.drain(..).peekable();
@@ -671,7 +671,7 @@ impl ValuePlan {
                     start,
                 }
             };
-            out.push(Entry { key: *key, stored });
+            out.push(BucketEntry { key: *key, stored });
         }
         out.extend(old);
     }
@@ -733,7 +733,7 @@ impl ValuePlan {
 /// their slots and smallest keys.
 #[derive(Default)]
 struct Run {
-    entries: Vec<Entry>,
+    entries: Vec<BucketEntry>,
     slots: Vec<u32>,
     mins: Vec<KeyPath>,
     last: Option<KeyPath>,
@@ -759,7 +759,7 @@ const CUT_SLACK_BITS: usize = 3;
 
 /// `entries` (sorted) cut into as few bucket-sized runs as fit, each cut at the
 /// bit-aligned boundary nearest an even share of the bytes.
-fn split(entries: Vec<Entry>) -> Vec<Vec<Entry>> {
+fn split(entries: Vec<BucketEntry>) -> Vec<Vec<BucketEntry>> {
     let total = bucket::payload_len(&entries);
     if total <= PAYLOAD {
         return if entries.is_empty() {

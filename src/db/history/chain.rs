@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::undo::{decode, OldPage, Record, Undo};
+use super::undo::{decode, Record, Undo};
 use crate::db::KeyedValues;
+use crate::page_store::PageChange;
 use crate::trie::{KeyPath, Node};
 
 /// The old value of `key` in the oldest of `undos` (oldest first) that names
@@ -144,7 +145,7 @@ impl Chain {
 
     /// The top pages (levels up to [`KEPT_PAGE_LEVEL`]) that differ `depth`
     /// commits back, as they were there.
-    pub(crate) fn pages_back(&self, depth: usize) -> Vec<OldPage> {
+    pub(crate) fn pages_back(&self, depth: usize) -> Vec<PageChange> {
         let mut out = BTreeMap::new();
         for undo in self.newest(depth) {
             for (id, page) in &undo.pages {

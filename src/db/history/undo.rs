@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::block::Block;
 use crate::bytes::Cursor;
 use crate::db::KeyedValues;
+use crate::page_store::PageChange;
 use crate::trie::page::{Page, PAGE_SIZE};
 use crate::trie::page_id::PageId;
 use crate::trie::{KeyPath, Node};
@@ -16,9 +17,6 @@ use crate::Error;
 /// trie's top 12 levels) are kept in undos as they were before the commit,
 /// so a proof back recomputes only the subtrees below them that it enters.
 pub(crate) const KEPT_PAGE_LEVEL: usize = 1;
-
-/// A page as a commit found it: `None` if it did not exist.
-pub(crate) type OldPage = (PageId, Option<Arc<Page>>);
 
 const UNDO: u8 = 0;
 const ROLLBACK: u8 = 1;
@@ -45,7 +43,7 @@ pub(crate) struct Undo {
     values: Vec<u8>,
     /// The pages of levels up to [`KEPT_PAGE_LEVEL`] the commit changed, as
     /// they were before it.
-    pub(super) pages: Vec<OldPage>,
+    pub(super) pages: Vec<PageChange>,
 }
 
 impl Undo {
@@ -57,7 +55,7 @@ impl Undo {
         root_before: Node,
         root_after: Node,
         previous: &KeyedValues,
-        pages: Vec<OldPage>,
+        pages: Vec<PageChange>,
     ) -> Result<Undo, Error> {
         let mut undo = Undo {
             seqno,
@@ -185,7 +183,7 @@ impl Undo {
             + self.keys.len() * 40
             + self.index.len() * 4
             + self.values.len()
-            + self.pages.len() * (size_of::<OldPage>() + PAGE_SIZE)
+            + self.pages.len() * (size_of::<PageChange>() + PAGE_SIZE)
     }
 }
 

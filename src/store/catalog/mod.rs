@@ -68,8 +68,8 @@ impl Notes {
         self.buf.append(&mut other.buf);
     }
 
-    fn entries(&self) -> Entries<'_> {
-        Entries {
+    fn entries(&self) -> NoteIter<'_> {
+        NoteIter {
             buf: &self.buf,
             at: 0,
         }
@@ -78,12 +78,12 @@ impl Notes {
 
 /// Note entries of a buffer: (offset of the note, target, slot, note); `Err`
 /// at the first that does not parse.
-struct Entries<'a> {
+struct NoteIter<'a> {
     buf: &'a [u8],
     at: usize,
 }
 
-impl<'a> Iterator for Entries<'a> {
+impl<'a> Iterator for NoteIter<'a> {
     type Item = Result<(usize, Target, u32, &'a [u8]), ()>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -351,7 +351,7 @@ fn newest_notes(chunks: &[Vec<u8>], lengths: [u64; 2]) -> Option<[Vec<Place>; 2]
     }
     for (c, chunk) in chunks.iter().enumerate() {
         let c = u32::try_from(c).ok().filter(|&c| c < VOID)?;
-        for entry in (Entries { buf: chunk, at: 0 }) {
+        for entry in (NoteIter { buf: chunk, at: 0 }) {
             let (start, target, slot, note) = entry.ok()?;
             let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
                 continue;

@@ -10,16 +10,16 @@ use crate::Error;
 
 /// `<target>.<suffix>`, locked like a database so that a second build to the
 /// same path fails with [`Error::Locked`] instead of deleting this one's work.
-pub(super) struct Staging {
+pub(super) struct BuildDir {
     dir: PathBuf,
     target: PathBuf,
     _lock: DirLock,
 }
 
-impl Staging {
+impl BuildDir {
     /// Locks the staging directory of `target`, which must not exist or be an
     /// empty directory ([`Error::DirectoryNotEmpty`] otherwise).
-    pub(super) fn lock(target: &Path, suffix: &str) -> Result<Staging, Error> {
+    pub(super) fn lock(target: &Path, suffix: &str) -> Result<BuildDir, Error> {
         let occupied =
             |t: &Path| t.is_file() || fs::read_dir(t).is_ok_and(|mut d| d.next().is_some());
         if occupied(target) {
@@ -36,7 +36,7 @@ impl Staging {
         if occupied(target) {
             return Err(Error::DirectoryNotEmpty);
         }
-        Ok(Staging {
+        Ok(BuildDir {
             dir,
             target: target.to_owned(),
             _lock: lock,
