@@ -4,14 +4,10 @@
 
 use crate::page_store::PageStore;
 use crate::store::{Batch, Store, StoreConfig, Target};
+use crate::test_support::key;
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
-use crate::trie::{hash_value, KeyPath};
 use crate::value_store::ValueStore;
-
-fn key(i: u64) -> KeyPath {
-    hash_value(&i.to_le_bytes())
-}
 
 fn page_ids() -> Vec<PageId> {
     (0..64)

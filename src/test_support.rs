@@ -1,32 +1,28 @@
-//! Helpers shared by the crate's unit tests.
+//! Helpers shared by the crate's unit tests: those on the crate's internals
+//! here, the generic ones from tests/common/support.rs.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use proptest::test_runner::Config as ProptestConfig;
-
-use crate::store::{Batch, Store, Target};
+use crate::io::faults::Faults;
+use crate::store::{Batch, Store, StoreConfig, Target};
 use crate::trie::KeyPath;
 use crate::value_store::ValueStore;
 
-/// xorshift64: repeatable randomness.
-pub(crate) struct Rng(pub(crate) u64);
+// The integration tests' file itself, so both kinds of test run one copy of
+// the generator, keys by index, proptest cases and child-process harness.
+#[path = "../tests/common/support.rs"]
+mod support;
+pub(crate) use support::*;
 
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// A proptest config with `default` cases unless PROPTEST_CASES says otherwise.
-pub(crate) fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig::with_cases(cases)
+/// A small store at `dir` whose I/O runs through the returned fault plan.
+pub(crate) fn faulty_store(dir: &Path) -> (Store, Arc<Faults>) {
+    let faults = Arc::new(Faults::none());
+    let config = StoreConfig {
+        faults: Some(faults.clone()),
+        ..StoreConfig::small()
+    };
+    (Store::open(dir, config).unwrap(), faults)
 }
 
 /// Commits `changes` (sorted, each key once) to the value store alone, calling

@@ -7,9 +7,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{tagged, Child, Xorshift};
+use common::{key, root_of, tagged, Child, Rng};
 
-use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::{Db, Options};
 
 const CHILD_ENV: &str = "PAGETRIE_DB_CRASH_CHILD";
@@ -18,15 +17,12 @@ const COUNTER: [u8; 32] = [0xff; 32];
 /// Block `n`'s writes: 300 keys from a pool of 3000, a tenth deleted, and the
 /// counter key set to `n`.
 fn block(n: u64) -> BTreeMap<[u8; 32], Option<Vec<u8>>> {
-    let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut rng = Rng::for_index(n);
     let mut writes = BTreeMap::new();
     for _ in 0..300 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let key = *blake3::hash(&(x % 3000).to_le_bytes()).as_bytes();
+        let x = rng.next();
         writes.insert(
-            key,
+            key(x % 3000),
             (!x.is_multiple_of(10)).then(|| n.to_le_bytes().to_vec()),
         );
     }
@@ -62,14 +58,14 @@ fn killed_mid_commit_the_database_holds_one_committed_block() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut x = Xorshift(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     // models[n]: the state after block n.
     let mut models = vec![BTreeMap::new()];
     for kill in 0..50 {
         let mut child = Child::spawn("crash_child", &[(CHILD_ENV, dir.path().as_os_str())]);
         // Wait for it to start, then kill it at a random moment.
         let opened: u64 = child.wait_for("ready ").parse().unwrap();
-        std::thread::sleep(Duration::from_millis(5 + x.next() % 120));
+        std::thread::sleep(Duration::from_millis(5 + rng.next() % 120));
         // The last block it reported: committed now, or found at open.
         let reported = child
             .kill()
@@ -99,10 +95,9 @@ fn killed_mid_commit_the_database_holds_one_committed_block() {
             "kill {kill}: reported {reported}, found {n}"
         );
         let model = &models[n as usize];
-        let root = compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap();
         assert_eq!(
             db.root().unwrap(),
-            root,
+            root_of(model),
             "kill {kill}: state is not block {n}"
         );
         for (k, v) in model.iter().take(200) {

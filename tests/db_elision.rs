@@ -2,17 +2,16 @@
 //! of at least 20 leaves, which is the root page, its 64 children and their 4096
 //! children (no bottom-level pages), and proofs into the elided subtrees verify.
 
+mod common;
+
 use std::collections::BTreeMap;
 
-use pagetrie::trie::{compute_root, hash_value};
+use common::{key, root_of};
+use pagetrie::trie::hash_value;
 use pagetrie::{Db, Options};
 
 const KEYS: u64 = 1 << 20;
 const EXPECTED_PAGES: f64 = (1 + 64 + 4096) as f64;
-
-fn key(i: u64) -> [u8; 32] {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
-}
 
 fn assert_pages_near_expected(db: &Db, when: &str) {
     let stored = db.metrics().pages_stored as f64;
@@ -71,7 +70,7 @@ fn a_million_random_keys_store_about_4161_pages_and_prove_into_elided_subtrees()
         verified.confirm(&key(i), None).unwrap();
     }
     assert_eq!(out.witness.verify_update(&out.prev_root).unwrap(), out.root);
-    let expected = compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap();
+    let expected = root_of(&model);
     assert_eq!(out.root, expected);
     assert_pages_near_expected(&db, "after updates");
 }

@@ -1,18 +1,13 @@
 //! The root before durability (`Session::finish`, `Finished::commit`) and
 //! proofs on demand (`Db::prove`, `Session::prove`).
 
+mod common;
+
 use std::collections::BTreeMap;
 
-use pagetrie::trie::{compute_root, hash_value};
+use common::{key, root_of};
+use pagetrie::trie::hash_value;
 use pagetrie::{Db, Error, KeyPath, Options};
-
-fn key(i: u64) -> KeyPath {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
-}
-
-fn root_of(model: &BTreeMap<KeyPath, Vec<u8>>) -> [u8; 32] {
-    compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
-}
 
 /// A database holding keys 0..500, and its model.
 fn setup(dir: &tempfile::TempDir) -> (Db, BTreeMap<KeyPath, Vec<u8>>) {

@@ -5,10 +5,13 @@
 //! Needs root, mkfs.ext4 and loop devices (a small ext4 image is mounted); it
 //! prints why and passes without checking anything where they are missing.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::key;
 use pagetrie::{Db, Error, KeyPath, Node, Options};
 
 /// A small ext4 filesystem on a loop device, unmounted when dropped.
@@ -50,10 +53,6 @@ fn run(command: &mut Command) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn key(i: u64) -> KeyPath {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
 }
 
 /// Block `n`: 16 values of 64 KiB (overflow space) and 200 small ones.

@@ -1,15 +1,13 @@
 //! `Db::import`: the same root as commits, errors that leave nothing behind, and
 //! crash safety (a kill leaves no database or a complete one).
 
-use std::process::{Command, Stdio};
+mod common;
+
 use std::time::Duration;
 
+use common::{key, Child, Rng};
 use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::{Db, Error, ImportProgress, Options};
-
-fn key(i: u64) -> [u8; 32] {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
-}
 
 /// Entries in hash order (not sorted), values of varied sizes, overflow included.
 fn entries(n: u64) -> Vec<([u8; 32], Vec<u8>)> {
@@ -135,23 +133,13 @@ fn killed_import_leaves_no_database_or_a_complete_one() {
     }
     let dir = tempfile::tempdir().unwrap();
     let expected = root_of(&entries(CRASH_ENTRIES));
-    let exe = std::env::current_exe().unwrap();
-    let mut x: u64 = 0x1234_5678_9abc_def1;
+    let mut rng = Rng(0x1234_5678_9abc_def1);
     let (mut absent, mut complete) = (0, 0);
     for attempt in 0..12 {
         let path = dir.path().join(format!("db{}", attempt % 3));
-        let mut child = Command::new(&exe)
-            .args(["--exact", "import_child", "--test-threads=1"])
-            .env(CHILD_ENV, &path)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        std::thread::sleep(Duration::from_millis(20 + x % 1500));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let child = Child::spawn("import_child", &[(CHILD_ENV, path.as_os_str())]);
+        std::thread::sleep(Duration::from_millis(20 + rng.next() % 1500));
+        child.kill(); // SIGKILL
         if path.exists() {
             let db = Db::open(Options::new(&path)).unwrap();
             assert_eq!(

@@ -1,9 +1,12 @@
 //! Sessions are snapshots: no lost updates under concurrent commits, no torn
 //! reads, and a session's reads stay at its base root while commits land.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::{key, Rng};
 use pagetrie::{Db, Error, KeyPath, Options};
 
 const COUNTER: KeyPath = [0xc0; 32];
@@ -14,23 +17,12 @@ fn open(dir: &tempfile::TempDir) -> Db {
     Db::open(Options::new(dir.path())).unwrap()
 }
 
-/// A small xorshift generator: each thread its own, so runs differ by seed only.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Sleeps 0 to `max_us` microseconds, or not at all half the time.
-    fn pause(&mut self, max_us: u64) {
-        let r = self.next();
-        if r.is_multiple_of(2) {
-            std::thread::sleep(Duration::from_micros((r >> 1) % max_us));
-        }
+/// Sleeps 0 to `max_us` microseconds, or not at all half the time; each
+/// thread has its own `rng`, so runs differ by seed only.
+fn pause(rng: &mut Rng, max_us: u64) {
+    let r = rng.next();
+    if r.is_multiple_of(2) {
+        std::thread::sleep(Duration::from_micros((r >> 1) % max_us));
     }
 }
 
@@ -53,10 +45,10 @@ fn concurrent_increments_are_never_lost() {
                 let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (t + 1));
                 while done.load(Ordering::SeqCst) < COMMITS {
                     // Pauses make sessions begin at every point of a commit.
-                    rng.pause(400);
+                    pause(&mut rng, 400);
                     let session = db.begin_session();
                     let n = counter(session.read(&COUNTER).unwrap());
-                    rng.pause(100);
+                    pause(&mut rng, 100);
                     session.write(COUNTER, Some((n + 1).to_le_bytes().to_vec()));
                     match session.commit() {
                         Ok(_) => {
@@ -106,7 +98,7 @@ fn readers_never_see_a_torn_pair() {
                 while writing.load(Ordering::SeqCst) {
                     let session = db.begin_session();
                     let a = session.read(&A);
-                    rng.pause(300);
+                    pause(&mut rng, 300);
                     let b = session.read(&B);
                     match (a, b) {
                         (Ok(a), Ok(b)) => {
@@ -153,7 +145,6 @@ fn a_session_does_not_see_a_commit_that_lands_between_its_reads() {
 fn a_session_held_across_100_commits_reads_its_base_state() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir);
-    let key = |i: u64| *blake3::hash(&i.to_le_bytes()).as_bytes();
     let long = |n: u64| vec![n as u8; 3000 + n as usize];
     // Base: keys 0..50 hold 0; key 1000 a value in overflow space.
     let setup = db.begin_session();

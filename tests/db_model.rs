@@ -6,8 +6,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{cases, clustered_keys, value};
-use pagetrie::trie::{compute_root, hash_value};
+use common::{cases, clustered_keys, root_of, value};
+use pagetrie::trie::hash_value;
 use pagetrie::{Db, Options};
 use proptest::prelude::*;
 
@@ -82,7 +82,7 @@ fn run(workers: usize, keys: &[Key], blocks: &[Vec<Op>]) -> Result<(), TestCaseE
             }
         }
         let out = session.commit_and_prove().unwrap();
-        let expected = compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap();
+        let expected = root_of(&model);
         prop_assert_eq!(out.root, expected);
         prop_assert_eq!(db.root().unwrap(), expected);
         let verified = out.witness.verify(&out.prev_root).unwrap();

@@ -5,19 +5,12 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 
-use pagetrie::trie::{compute_root, hash_value};
+use common::{cases, key, root_of};
+use pagetrie::trie::hash_value;
 use pagetrie::{Db, Error, KeyPath, Options, Overlay};
 use proptest::prelude::*;
 
 type Model = BTreeMap<KeyPath, Vec<u8>>;
-
-fn key(i: u64) -> KeyPath {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
-}
-
-fn root_of(model: &Model) -> [u8; 32] {
-    compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
-}
 
 /// Finishes a session on `on` (the database if `None`) writing `writes`,
 /// checking its reads, proof, root and witness against `base` and the model
@@ -205,7 +198,7 @@ fn value(b: u8) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(common::cases(12))]
+    #![proptest_config(cases(12))]
 
     /// Random trees of overlays: every root, witness and read against a
     /// model; a commit succeeds exactly when the committed state lies on the

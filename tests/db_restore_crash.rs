@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{tagged, Child, Xorshift};
+use common::{tagged, Child, Rng};
 
 use pagetrie::{Chunk, Db, Error, Options};
 
@@ -82,7 +82,7 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
         .map(|(i, c)| (*c.start(), i))
         .collect();
 
-    let mut x = Xorshift(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (mut kills, mut finished, mut attempt) = (0, 0, 0);
     while kills < 20 || finished < 1 {
         attempt += 1;
@@ -101,7 +101,7 @@ fn killed_mid_restore_it_resumes_and_finishes_whole() {
         if attempt % 3 != 0 {
             child.wait_for("ready");
         }
-        std::thread::sleep(Duration::from_millis(x.next() % 150));
+        std::thread::sleep(Duration::from_millis(rng.next() % 150));
         let (status, lines) = child.kill(); // SIGKILL
         let (mut reported, mut done) = (None, false);
         for line in &lines {

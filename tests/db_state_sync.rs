@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::{cases, clustered_keys, key_from_hex, naive_root, unhex, value, Key};
+use common::{
+    cases, clustered_keys, key, key_from_hex, naive_root, reference_cases, unhex, value, Key, Rng,
+};
 use pagetrie::{Chunk, Db, Error, Options};
 use proptest::prelude::*;
 
@@ -124,13 +126,7 @@ proptest! {
 
 #[test]
 fn the_reference_vectors_export_and_restore() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/roots.json"
-    ))
-    .unwrap();
-    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let cases = doc["cases"].as_array().unwrap();
+    let cases = reference_cases();
     assert!(cases.len() >= 20);
     for (n, case) in cases.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
@@ -347,13 +343,11 @@ fn ranges_and_exports_read_one_root_while_commits_run() {
         })
     };
     let mut checked = 0;
-    let mut x = 0x9e37_79b9u64;
+    let mut rng = Rng(0x9e37_79b9);
     while !writer.is_finished() || checked < 3 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let start = *blake3::hash(&x.to_le_bytes()).as_bytes();
-        let end = (!x.is_multiple_of(4)).then(|| *blake3::hash(&(x + 1).to_le_bytes()).as_bytes());
+        let x = rng.next();
+        let start = key(x);
+        let end = (!x.is_multiple_of(4)).then(|| key(x + 1));
         let (start, end) = match end {
             Some(e) if e < start => (e, Some(start)),
             other => (start, other),

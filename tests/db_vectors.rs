@@ -3,20 +3,11 @@
 
 mod common;
 
-use common::{key_from_hex, unhex};
+use common::{key_from_hex, reference_cases, unhex};
 use pagetrie::{Db, IoBackend, Options};
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/roots.json");
-
-fn cases() -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(VECTORS)
-        .unwrap_or_else(|e| panic!("reference vectors missing at {VECTORS}: {e}"));
-    let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors parse as JSON");
-    doc["cases"].as_array().expect("cases array").clone()
-}
-
 fn replay(workers: usize, backend: IoBackend) {
-    let cases = cases();
+    let cases = reference_cases();
     assert!(cases.len() >= 20);
     for case in &cases {
         let name = case["name"].as_str().expect("case name");

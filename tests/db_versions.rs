@@ -9,18 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::{cases, clustered_keys, value};
-use pagetrie::trie::{compute_root, hash_value};
+use common::{cases, clustered_keys, root_of, value, Key};
+use pagetrie::trie::hash_value;
 use pagetrie::{Db, Error, Options};
 use parking_lot::Mutex;
 use proptest::prelude::*;
 
-type Key = [u8; 32];
 type State = BTreeMap<Key, Vec<u8>>;
-
-fn root_of(state: &State) -> [u8; 32] {
-    compute_root(state.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
-}
 
 /// Commits `writes` (each key once) in one session.
 fn commit(db: &Db, writes: &[(Key, Option<Vec<u8>>)]) -> [u8; 32] {

@@ -9,21 +9,15 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{tagged, Child, Xorshift};
+use common::{key, root_of, tagged, Child, Key, Rng};
 
-use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::{Db, Error, Options};
 
 const CHILD_ENV: &str = "PAGETRIE_VERSIONS_CRASH_CHILD";
 const SEED_ENV: &str = "PAGETRIE_VERSIONS_CRASH_SEED";
 const WINDOW: usize = 8;
 
-type Key = [u8; 32];
 type State = BTreeMap<Key, Vec<u8>>;
-
-fn key(i: u64) -> Key {
-    *blake3::hash(&i.to_le_bytes()).as_bytes()
-}
 
 #[derive(Debug)]
 enum Op {
@@ -34,20 +28,15 @@ enum Op {
 /// Operation `i` of run `seed`: a rollback of 1 to 4 commits three times in
 /// ten, else a block of 100 writes to a pool of 400 keys, some deletes.
 fn op(seed: u64, i: u64) -> Op {
-    let mut x = (seed << 20 ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    if next() % 10 < 3 {
-        return Op::Rollback(1 + (next() % 4) as usize);
+    let mut rng = Rng::for_index(seed << 20 ^ i);
+    if rng.next() % 10 < 3 {
+        return Op::Rollback(1 + (rng.next() % 4) as usize);
     }
     let mut writes = BTreeMap::new();
     for _ in 0..100 {
-        let r = next();
-        let value = (r % 8 != 0).then(|| r.to_le_bytes()[..(r % 6) as usize + 1].to_vec());
+        let r = rng.next();
+        let value =
+            (!r.is_multiple_of(8)).then(|| r.to_le_bytes()[..(r % 6) as usize + 1].to_vec());
         writes.insert(key(r % 400), value);
     }
     Op::Commit(writes.into_iter().collect())
@@ -73,10 +62,6 @@ fn step(versions: &mut Vec<State>, op: &Op) {
         Op::Rollback(k) if *k < versions.len() => versions.truncate(versions.len() - k),
         Op::Rollback(_) => {}
     }
-}
-
-fn root_of(state: &State) -> [u8; 32] {
-    compute_root(state.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
 }
 
 fn options(dir: &std::path::Path) -> Options {
@@ -115,7 +100,7 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut x = Xorshift(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut versions: Vec<State> = vec![State::new()];
     let (mut rollbacks_done, mut ops_done) = (0, 0);
     for kill in 0..50u64 {
@@ -126,7 +111,7 @@ fn killed_mid_commit_or_rollback_the_database_holds_one_state_and_its_history() 
         ];
         let mut child = Child::spawn("versions_crash_child", &env);
         child.wait_for("ready");
-        let delay = x.next();
+        let delay = rng.next();
         std::thread::sleep(Duration::from_millis(5 + delay % 150));
         // Operations the child finished.
         let reported = child

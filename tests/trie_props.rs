@@ -4,14 +4,10 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{cases, clustered_keys, naive_root, value, Key};
+use common::{cases, clustered_keys, naive_root, root_of, value, Key};
 use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::Error;
 use proptest::prelude::*;
-
-fn root_of(model: &BTreeMap<Key, Vec<u8>>) -> [u8; 32] {
-    compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
-}
 
 proptest! {
     #![proptest_config(cases(256))]

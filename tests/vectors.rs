@@ -4,24 +4,18 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{hex, key_from_hex, naive_root, unhex};
-use pagetrie::trie::{compute_root, hash_value};
-
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/roots.json");
+use common::{hex, key_from_hex, naive_root, reference_cases, root_of, unhex};
 
 #[test]
 fn reference_roots_match() {
-    let text = std::fs::read_to_string(VECTORS)
-        .unwrap_or_else(|e| panic!("reference vectors missing at {VECTORS}: {e}"));
-    let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors parse as JSON");
-    let cases = doc["cases"].as_array().expect("cases array");
+    let cases = reference_cases();
     assert!(
         cases.len() >= 20,
         "expected the full vector set, found {} cases",
         cases.len()
     );
 
-    for case in cases {
+    for case in &cases {
         let name = case["name"].as_str().expect("case name");
         let mut model: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
         for (i, step) in case["steps"].as_array().expect("steps").iter().enumerate() {
@@ -33,7 +27,7 @@ fn reference_roots_match() {
                 };
             }
             let expected = step["root"].as_str().expect("root hex");
-            let root = compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap();
+            let root = root_of(&model);
             assert_eq!(hex(&root), expected, "case {name}, step {i}");
             // The naive reference must agree too, or the tests' own oracle is wrong.
             assert_eq!(

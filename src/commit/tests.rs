@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{update_trie, Change, Tree, STORE_MIN_LEAVES};
-use crate::test_support::Rng;
+use crate::test_support::{splice, Rng};
 use crate::trie::page::slot;
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::{bit_at, build_subtree, hash_value, Discard, KeyPath, ValueHash, TERMINATOR};
@@ -84,10 +84,7 @@ fn key(rng: &mut Rng, bases: &[KeyPath]) -> KeyPath {
     if rng.next().is_multiple_of(3) {
         let base = bases[(rng.next() % bases.len() as u64) as usize];
         let bits = 12 + (rng.next() % 29) as usize;
-        for d in 0..bits {
-            let mask = 0x80 >> (d % 8);
-            k[d / 8] = (k[d / 8] & !mask) | (base[d / 8] & mask);
-        }
+        k = splice(&base, &k, bits);
     }
     k
 }

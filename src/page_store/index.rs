@@ -151,18 +151,16 @@ mod tests {
     fn agrees_with_a_map_through_inserts_replaces_and_removes() {
         let mut index = SlotIndex::new(42);
         let mut model = HashMap::new();
-        let mut rng = 7u64;
+        let mut rng = crate::test_support::Rng(7);
         for step in 0..50_000u32 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let n = (rng % 20_000) as u32;
+            let r = rng.next();
+            let n = (r % 20_000) as u32;
             match model.get(&n).copied() {
-                Some(slot) if rng & 0x100 != 0 => {
+                Some(slot) if r & 0x100 != 0 => {
                     index.remove(&id(n), slot);
                     model.remove(&n);
                 }
-                Some(slot) if rng & 0x200 != 0 => {
+                Some(slot) if r & 0x200 != 0 => {
                     index.replace(&id(n), slot, step);
                     model.insert(n, step);
                 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{Fetch, PagePlan, PageStore};
 use crate::store::{Batch, Store, StoreConfig, Target};
+use crate::test_support::{faulty_store, Rng};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
@@ -74,17 +75,15 @@ fn random_changes_match_a_model_across_reopens() {
     let dir = tempfile::tempdir().unwrap();
     let universe: Vec<PageId> = (0..400).map(page_id).collect();
     let mut model = BTreeMap::new();
-    let mut rng = 0x1234_5678u64;
+    let mut rng = Rng(0x1234_5678);
     let mut most_live = 0;
     let (mut store, mut pages) = open(dir.path(), 50);
     for round in 0..40u8 {
         let mut changes = BTreeMap::new();
         for _ in 0..30 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let id = universe[(rng % universe.len() as u64) as usize];
-            changes.insert(id, !(rng >> 32).is_multiple_of(3));
+            let r = rng.next();
+            let id = universe[(r % universe.len() as u64) as usize];
+            changes.insert(id, !(r >> 32).is_multiple_of(3));
         }
         let changes: Vec<_> = changes
             .into_iter()
@@ -261,17 +260,8 @@ fn a_page_whose_stored_id_is_damaged_is_an_error_not_absent() {
 
 #[test]
 fn a_poisoned_store_answers_nothing_even_from_ram() {
-    use crate::io::faults::Faults;
     let dir = tempfile::tempdir().unwrap();
-    let faults = std::sync::Arc::new(Faults::none());
-    let store = Store::open(
-        dir.path(),
-        StoreConfig {
-            faults: Some(faults.clone()),
-            ..StoreConfig::small()
-        },
-    )
-    .unwrap();
+    let (store, faults) = faulty_store(dir.path());
     let pages = PageStore::open(&store, 10).unwrap();
     let root = PageId::ROOT;
     commit(&store, &pages, vec![(root, Some(page(&root, 1)))]).unwrap();
@@ -317,7 +307,7 @@ fn reads_during_commits_see_published_pages_only() {
                 stable.clone(),
             );
             std::thread::spawn(move || {
-                let mut rng = crate::test_support::Rng(5 + t);
+                let mut rng = Rng(5 + t);
                 let mut reads = 0u64;
                 while !stop.load(Ordering::SeqCst) {
                     let id = &stable[(rng.next() % stable.len() as u64) as usize];

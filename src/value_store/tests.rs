@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use super::{ValueStore, INLINE_MAX};
 use crate::block::BLOCK_SIZE;
 use crate::store::{Store, StoreConfig, Target};
-use crate::test_support::{commit_values, Rng};
+use crate::test_support::{cases, commit_values, faulty_store, splice, Rng};
 use crate::trie::{hash_value, shares_prefix, KeyPath};
 use crate::Error;
 
@@ -22,6 +22,8 @@ fn open(dir: &Path) -> (Store, ValueStore) {
     (store, values)
 }
 
+/// Big-endian, unlike `test_support::key`: the recorded proptest regressions
+/// (proptest-regressions/value_store/tests.txt) name keys by this index.
 fn key(i: u64) -> KeyPath {
     hash_value(&i.to_be_bytes())
 }
@@ -228,12 +230,7 @@ fn clustered_keys_keep_reads_at_one() {
     for shared_bits in [32usize, 200] {
         let base = key(shared_bits as u64 + 1_000_000);
         for _ in 0..4000 {
-            let mut k = key(rng.next());
-            for b in 0..shared_bits {
-                let mask = 0x80u8 >> (b % 8);
-                k[b / 8] = (k[b / 8] & !mask) | (base[b / 8] & mask);
-            }
-            keys.push(k);
+            keys.push(splice(&base, &key(rng.next()), shared_bits));
         }
     }
     keys.extend((0..20_000).map(key));
@@ -312,7 +309,7 @@ mod model {
     }
 
     proptest! {
-        #![proptest_config(crate::test_support::cases(12))]
+        #![proptest_config(cases(12))]
 
         /// Commits of random inserts, updates and deletes over a small key space
         /// (so keys repeat), with reopens in between, always read back as the model.
@@ -428,18 +425,9 @@ fn reads_during_commits_see_published_values_only() {
 
 #[test]
 fn a_poisoned_store_answers_nothing_even_from_ram() {
-    use crate::io::faults::Faults;
     use crate::store::Batch;
     let dir = tempfile::tempdir().unwrap();
-    let faults = std::sync::Arc::new(Faults::none());
-    let store = Store::open(
-        dir.path(),
-        StoreConfig {
-            faults: Some(faults.clone()),
-            ..StoreConfig::small()
-        },
-    )
-    .unwrap();
+    let (store, faults) = faulty_store(dir.path());
     let values = ValueStore::open(&store, 16 * 4096).unwrap();
     commit(&store, &values, Changes::from([(key(1), Some(vec![1]))]));
     // An absent key is answered from the RAM summaries alone.

@@ -1,9 +1,18 @@
-//! Shared test helpers: a deliberately naive reference trie, key strategies, hex.
+//! Shared test helpers: a deliberately naive reference trie, key strategies,
+//! hex, and (from support.rs, which the unit tests share) the generator, keys
+//! by index, proptest cases and the child-process harness.
 #![allow(dead_code)] // Each test crate uses a different part.
+
+mod support;
 
 use std::collections::BTreeMap;
 
+use pagetrie::trie::{compute_root, hash_value};
 use proptest::prelude::*;
+// By name, as a glob would be ambiguous with the prelude's `Rng` trait;
+// allowed unused, as each test crate uses a different part.
+#[allow(unused_imports)]
+pub use support::{cases, key, splice, tagged, Child, Rng};
 
 pub type Key = [u8; 32];
 
@@ -40,22 +49,17 @@ fn naive_subtree(items: Vec<(Key, [u8; 32])>, depth: usize) -> [u8; 32] {
     out
 }
 
+/// The crate's root of `model` (the builder's, unlike [`naive_root`]).
+pub fn root_of(model: &BTreeMap<Key, Vec<u8>>) -> [u8; 32] {
+    compute_root(model.iter().map(|(k, v)| (*k, hash_value(v)))).unwrap()
+}
+
 /// `(key, blake3(value))` for every entry, sorted: what the crate's provers take.
 pub fn entries(model: &BTreeMap<Key, Vec<u8>>) -> Vec<(Key, [u8; 32])> {
     model
         .iter()
         .map(|(k, v)| (*k, *blake3::hash(v).as_bytes()))
         .collect()
-}
-
-/// The first `bits` bits of `base`, the rest of `rest`.
-pub fn splice(base: &Key, rest: &Key, bits: usize) -> Key {
-    let mut out = *rest;
-    for i in 0..bits {
-        let mask = 0x80u8 >> (i % 8);
-        out[i / 8] = (out[i / 8] & !mask) | (base[i / 8] & mask);
-    }
-    out
 }
 
 /// Keys clustered around a base: each shares a random 0 to 256-bit prefix with it.
@@ -81,13 +85,14 @@ pub fn value() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-/// A config with `default` cases unless PROPTEST_CASES says otherwise.
-pub fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig::with_cases(cases)
+/// The cases of the reference vectors, tests/data/roots.json (roots NOMT
+/// computed), each a name and steps of ops and the root after.
+pub fn reference_cases() -> Vec<serde_json::Value> {
+    const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/roots.json");
+    let text = std::fs::read_to_string(VECTORS)
+        .unwrap_or_else(|e| panic!("reference vectors missing at {VECTORS}: {e}"));
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("vectors parse as JSON");
+    doc["cases"].as_array().expect("cases array").clone()
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -104,65 +109,4 @@ pub fn unhex(s: &str) -> Vec<u8> {
 
 pub fn key_from_hex(s: &str) -> Key {
     unhex(s).try_into().expect("32-byte key path")
-}
-
-/// A run of test `name` of this same test binary, in a child process with
-/// `env` set, whose printed lines come back through [`Child::next_line`].
-pub struct Child {
-    process: std::process::Child,
-    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
-}
-
-impl Child {
-    pub fn spawn(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> Child {
-        use std::io::BufRead;
-        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
-        command
-            .args(["--exact", name, "--nocapture", "--test-threads=1"])
-            .stdout(std::process::Stdio::piped());
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        let mut process = command.spawn().unwrap();
-        let lines = std::io::BufReader::new(process.stdout.take().unwrap()).lines();
-        Child { process, lines }
-    }
-
-    /// Waits for a line containing `tag` (the harness prints the test's
-    /// name on the same line as the test's first output); returns what
-    /// follows the tag.
-    pub fn wait_for(&mut self, tag: &str) -> String {
-        loop {
-            let line = self.lines.next().expect("child output").unwrap();
-            if let Some(rest) = tagged(&line, tag) {
-                return rest;
-            }
-        }
-    }
-
-    /// Sends SIGKILL and returns how it ended and the lines it printed
-    /// since those already read.
-    pub fn kill(mut self) -> (std::process::ExitStatus, Vec<String>) {
-        self.process.kill().unwrap();
-        let status = self.process.wait().unwrap();
-        (status, self.lines.map(Result::unwrap).collect())
-    }
-}
-
-/// What follows `tag` in `line`, trimmed.
-pub fn tagged(line: &str, tag: &str) -> Option<String> {
-    line.find(tag)
-        .map(|at| line[at + tag.len()..].trim().to_string())
-}
-
-/// A xorshift generator for kill delays.
-pub struct Xorshift(pub u64);
-
-impl Xorshift {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::io::faults::{Faults, PowerLoss};
-use crate::test_support::Rng;
+use crate::test_support::{key, Rng};
 use crate::trie::{compute_root, hash_value, KeyPath};
 use crate::{Db, Error, Options};
 
@@ -21,10 +21,9 @@ fn block(n: u64) -> Vec<(KeyPath, Option<Vec<u8>>)> {
     let mut writes = BTreeMap::new();
     for _ in 0..40 {
         let i = rng.next() % 200;
-        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
         let value =
             (!rng.next().is_multiple_of(5)).then(|| n.to_le_bytes().repeat(1 + (i % 3) as usize));
-        writes.insert(key, value);
+        writes.insert(key(i), value);
     }
     writes.insert([0xee; 32], Some(vec![n as u8; 5000]));
     writes.into_iter().collect()
@@ -114,8 +113,7 @@ fn root_of(model: &Model) -> crate::Node {
 fn assert_state(db: &Db, model: &Model) {
     assert_eq!(db.root().unwrap(), root_of(model));
     for i in 0..200u64 {
-        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
-        assert_eq!(db.read(&key).unwrap().as_ref(), model.get(&key));
+        assert_eq!(db.read(&key(i)).unwrap().as_ref(), model.get(&key(i)));
     }
     assert_eq!(
         db.read(&[0xee; 32]).unwrap().as_ref(),
@@ -333,7 +331,6 @@ fn failed_syncs_and_reads_leave_one_committed_state() {
 fn reads_during_commits_return_committed_values_only() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(Options::new(dir.path()).commit_workers(2)).unwrap());
-    let key = |i: u64| *blake3::hash(&i.to_le_bytes()).as_bytes();
     // Block n sets every key to n (long values every third block).
     let value = |n: u64| {
         n.to_le_bytes()
@@ -480,8 +477,7 @@ fn a_restore_that_fails_mid_chunk_resumes_and_finishes() {
     let source = Db::open(Options::new(dir.path().join("source"))).unwrap();
     let session = source.begin_session();
     for i in 0..5000u64 {
-        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
-        session.write(key, Some(i.to_le_bytes().repeat(1 + (i % 700) as usize)));
+        session.write(key(i), Some(i.to_le_bytes().repeat(1 + (i % 700) as usize)));
     }
     session.commit().unwrap();
     let chunks: Vec<crate::Chunk> = source
@@ -538,8 +534,10 @@ fn assert_history(db: &Db, models: &[Model], newest: usize, count: usize) {
     for (back, root) in expected.iter().enumerate() {
         let model = &models[newest - back];
         for i in (0..200u64).step_by(7) {
-            let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
-            assert_eq!(db.read_at(root, &key).unwrap().as_ref(), model.get(&key));
+            assert_eq!(
+                db.read_at(root, &key(i)).unwrap().as_ref(),
+                model.get(&key(i))
+            );
         }
     }
 }

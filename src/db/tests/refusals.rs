@@ -120,7 +120,7 @@ fn a_poisoned_handle_answers_nothing_from_its_state() {
             Err(Error::CommitDurable(_)) => durable = true,
             Err(_) => {}
         }
-        let key = *blake3::hash(&0u64.to_le_bytes()).as_bytes();
+        let key = crate::test_support::key(0);
         let own_key = block(4)[0].0;
         let poisoned = |r: Result<(), Error>, what: &str| match r {
             Err(Error::Poisoned) => {}
