@@ -56,16 +56,18 @@
 //! | contract code | blake3(0x03 ‖ keccak256 of the code) | the code; stored once whatever number of accounts run it, never deleted |
 //! | block hash | blake3(0x04 ‖ number (u64)) | 32 bytes, stored by the next block when it begins |
 //!
-//! An account emptied (EIP-161) or self-destructed is deleted. Its storage
-//! goes with it without a scan: under Cancun's rules (EIP-6780) only an
-//! account created in the same transaction self-destructs, so every slot it
-//! holds was written in that transaction and is in revm's journal, which the
-//! commit deletes; an emptied account holds no storage, since only code
-//! writes storage and an account that ran code has a nonce or code. A
+//! An account emptied (EIP-161) or self-destructed is deleted, and loses
+//! its storage without a scan, because under Cancun's rules (EIP-6780) it
+//! has none in the store: only an account created in the same transaction
+//! self-destructs, so every slot it holds was written in that transaction
+//! and goes with revm's journal, which the commit drops with the account;
+//! an emptied account holds no storage, since only code writes storage and
+//! an account that ran code has a nonce or code. The layout assumes no
+//! account is created over existing storage (EIP-7610 forbids it). A
 //! self-destruct under older rules of an account created earlier is refused
 //! ([`Error::StorageWipe`]) rather than leaving its slots behind; a node
 //! replaying pre-Cancun history would need a storage generation in the
-//! account record mixed into its slots' keys instead.
+//! account record, mixed into its slots' keys, instead.
 //!
 //! Slots are hashed with their address, so one contract's slots spread over
 //! the whole trie as accounts do: a slot costs the same to read and prove as

@@ -110,11 +110,6 @@ impl<S: Source> StateDb<S> {
         self.values.insert(key, value);
     }
 
-    /// Whether `key` may hold a value: it is not known to be absent.
-    pub(crate) fn may_hold(&self, key: &KeyPath) -> bool {
-        !matches!(self.values.get(key), Some(None))
-    }
-
     /// Whether `key` is known to hold a value.
     pub(crate) fn holds(&self, key: &KeyPath) -> bool {
         matches!(self.values.get(key), Some(Some(_)))
