@@ -156,7 +156,7 @@ impl Chain {
         let mut txs = Vec::with_capacity(n);
         for i in 0..n {
             let from = address(self.random() % ACCOUNTS);
-            let fresh = self.random() % 4 == 0;
+            let fresh = self.random().is_multiple_of(4);
             let to = if fresh {
                 self.next_fresh += 1;
                 address(self.next_fresh)
