@@ -44,6 +44,12 @@ struct Args {
     /// Percent of recipients that are fresh accounts.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=100))]
     fresh_percent: u64,
+    /// Do not hint the keys a block's transactions name before executing it.
+    /// By default every sender's and callee's account and, for a token
+    /// transfer, both balances' slots are hinted to the session
+    /// (`Session::warm_up`), so reads find them loading or loaded.
+    #[arg(long)]
+    no_warm_up: bool,
     /// Skip the stateless re-execution of each block.
     #[arg(long)]
     no_verify: bool,
@@ -95,6 +101,9 @@ fn main() -> Result<(), BoxError> {
 
         let start = Instant::now();
         let session = db.begin_session();
+        if !args.no_warm_up {
+            workload::warm_up(&session, &block);
+        }
         let mut state = StateDb::new(&session);
         let outcome = execute_block(&mut state, &block)?;
         let changes = state.finish()?;

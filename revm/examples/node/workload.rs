@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 
 use pagetrie::KeyPath;
+use pagetrie::Session;
 use pagetrie_revm::revm::primitives::{Address, Bytes, B256, U256};
 use pagetrie_revm::revm::state::AccountInfo;
-use pagetrie_revm::{genesis, token, Block, Header, Tx};
+use pagetrie_revm::{genesis, keys, token, Block, Header, Tx};
 
 /// Where the token lives.
 pub const TOKEN: Address = Address::repeat_byte(0x70);
@@ -128,5 +129,21 @@ impl Chain {
     /// Records that `block` ended at `root`: the next block's parent hash.
     pub fn sealed(&mut self, block: &Block, root: &pagetrie::Node) {
         self.parent_hash = block.hash(root);
+    }
+}
+
+/// Hints the keys `block`'s transactions name: each sender's and callee's
+/// account, and for a token transfer the two balances' slots.
+pub fn warm_up(session: &Session, block: &Block) {
+    for tx in &block.txs {
+        session.warm_up(&keys::account(&tx.caller));
+        let Some(to) = tx.to else { continue };
+        session.warm_up(&keys::account(&to));
+        if to == TOKEN && tx.data.len() >= 36 {
+            let recipient = Address::from_slice(&tx.data[16..36]);
+            for holder in [tx.caller, recipient] {
+                session.warm_up(&keys::storage(&TOKEN, &token::balance_slot(&holder)));
+            }
+        }
     }
 }
