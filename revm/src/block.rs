@@ -2,10 +2,16 @@
 //! `BLOCKHASH` reads.
 
 use revm::context::{BlockEnv, TxEnv};
+use revm::primitives::hardfork::SpecId;
 use revm::primitives::{keccak256, Address, Bytes, TxKind, B256, U256};
 
 /// The chain id transactions are signed for and the EVM runs with.
 pub const CHAIN_ID: u64 = 1;
+
+/// The fork rules every block runs under, pinned so that a producer and a
+/// verifier agree whatever revm's default: Osaka, which keeps Cancun's
+/// self-destruct rules (EIP-6780) the key layout relies on.
+pub const SPEC: SpecId = SpecId::OSAKA;
 
 /// What a block's execution depends on besides its transactions.
 #[derive(Clone, Debug, PartialEq, Eq)]

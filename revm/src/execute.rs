@@ -69,7 +69,10 @@ where
     let mut evm = Context::mainnet()
         .with_db(&mut *db)
         .with_block(header.env())
-        .modify_cfg_chained(|cfg| cfg.chain_id = crate::CHAIN_ID)
+        .modify_cfg_chained(|cfg| {
+            cfg.chain_id = crate::CHAIN_ID;
+            cfg.set_spec_and_mainnet_gas_params(crate::SPEC);
+        })
         .build_mainnet();
     let mut outcome = BlockOutcome::default();
     for (index, tx) in block.txs.iter().enumerate() {

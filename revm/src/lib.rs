@@ -91,7 +91,7 @@ pub mod token;
 /// The revm this crate is built on, for its types.
 pub use revm;
 
-pub use block::{Block, Header, Tx, CHAIN_ID};
+pub use block::{Block, Header, Tx, CHAIN_ID, SPEC};
 pub use error::Error;
 pub use execute::{execute_block, BlockHashes, BlockOutcome, TxOutcome};
 pub use reader::Reader;
