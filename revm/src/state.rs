@@ -32,6 +32,10 @@ pub struct Changes {
 /// revm's [`Database`] and [`revm::DatabaseCommit`] over a [`Source`]: reads
 /// go to the source once per key and block, writes go to the source (a
 /// session buffers them for its commit) and into [`Changes`].
+///
+/// One block's `StateDb` takes a fresh session and is the only writer to
+/// it: what it records as read must be the values at the session's base,
+/// which is what the witness proves.
 pub struct StateDb<S> {
     source: S,
     /// Each key's value at this point of the block: read once from the
