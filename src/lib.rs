@@ -2,17 +2,21 @@
 //!
 //! State lives in a binary merkle trie (the same commitment as NOMT's Blake3 binary
 //! trie) whose nodes are stored in 4 KiB pages, each a rootless subtree six levels
-//! deep, over a flat hash-table value store. A node opens a [`Db`], runs each block
-//! through a [`Session`] (reads, buffered writes, prefetch hints) and commits it
-//! with [`Session::commit_and_prove`], which returns the new root and a
-//! [`Witness`] a light client can check. A new replica takes the state from
-//! peers it does not trust: [`Db::export`] cuts it into [`Chunk`]s that each
-//! prove themselves against the root, and [`Db::restore`] checks every chunk
-//! before storing it. The recent commits stay readable and provable at their
-//! roots ([`Db::roots`], [`Db::read_at`], [`Db::prove_at`]), and a reorg rolls
-//! back to one of them ([`Db::rollback`]). The trie core is public too: hashing, the canonical
-//! builder ([`trie::compute_root`]), proofs and their verification
-//! ([`trie::proof`]).
+//! deep, over a value store of 4 KiB buckets, each a sorted key range, found
+//! through a directory in RAM. A node opens a [`Db`], runs each block through a
+//! [`Session`] (reads, buffered writes, prefetch hints) and commits it with
+//! [`Session::commit_and_prove`], which returns the new root and a [`Witness`] a
+//! light client can check. Or it finishes the session first
+//! ([`Session::finish`]: root and witness, nothing written) and keeps it as an
+//! [`Overlay`] ([`Finished::into_overlay`]) that the next block executes on
+//! ([`Db::begin_session_on`]) before either is committed. A new replica takes
+//! the state from peers it does not trust: [`Db::export`] cuts it into
+//! [`Chunk`]s that each prove themselves against the root, and [`Db::restore`]
+//! checks every chunk before storing it. The recent commits stay readable and
+//! provable at their roots ([`Db::roots`], [`Db::read_at`], [`Db::prove_at`]),
+//! and a reorg rolls back to one of them ([`Db::rollback`]). The trie core is
+//! public too: hashing, the canonical builder ([`trie::compute_root`]), proofs
+//! and their verification ([`trie::proof`]).
 //!
 //! Without the default `std` feature the crate is `no_std + alloc` and keeps the
 //! verification side only, for light clients and zk provers.
@@ -41,6 +45,7 @@ extern crate alloc;
 
 #[cfg(feature = "std")]
 mod block;
+mod bytes;
 #[cfg(feature = "std")]
 mod clock;
 #[cfg(feature = "std")]

@@ -17,7 +17,6 @@ mod unwritten;
 mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use crate::trie::page::{slot, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
@@ -27,10 +26,10 @@ use crate::Error;
 
 pub(crate) use unwritten::Unwritten;
 pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
-use worker::{Old, Pos, Updated, Worker};
+use worker::{Old, Pos, Subtree, Worker};
 
 /// Page changes: `Some` stores a page, `None` deletes it.
-pub(crate) type PageChanges = Vec<(PageId, Option<Arc<Page>>)>;
+pub(crate) use crate::page_store::PageChanges;
 
 /// Takes page changes as soon as a part of the trie is done with them, so
 /// that they can be written while the rest is computed. Called from the
@@ -99,7 +98,7 @@ pub(crate) fn update_trie(
 }
 
 /// One child of the root page and what falls under it.
-struct Job<'c> {
+struct RootChild<'c> {
     index: u8,
     changes: &'c [Change],
     keys: &'c [KeyPath],
@@ -116,13 +115,13 @@ fn run_children(
     sink: Option<&PageSink<'_>>,
     main: &mut Worker<'_>,
 ) -> Result<(), Error> {
-    let jobs: Vec<Job> = (0..64u8)
+    let jobs: Vec<RootChild> = (0..64u8)
         // A child whose parent slot is internal is reached by the root page's
         // walk exactly as its own subtree; others lie in a region rebuilt whole.
         .filter(|&i| {
             NodeKind::of(&root.node(slot(PAGE_DEPTH - 1, i as usize / 2))) == NodeKind::Internal
         })
-        .map(|index| Job {
+        .map(|index| RootChild {
             index,
             changes: under(changes, index, |c| &c.0),
             keys: under(keys, index, |k| k),
@@ -130,10 +129,7 @@ fn run_children(
         .filter(|job| !job.changes.is_empty() || !job.keys.is_empty())
         .collect();
     let next = AtomicUsize::new(0);
-    type Output<'p> = (
-        Vec<(u8, Option<Updated>, Option<MultiProof>)>,
-        Vec<(PageId, Option<Arc<Page>>)>,
-    );
+    type Output<'p> = (Vec<(u8, Option<Subtree>, Option<MultiProof>)>, PageChanges);
     let outputs: Vec<Result<Output, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers.min(jobs.len()))
             .map(|_| {
@@ -178,8 +174,8 @@ fn run_children(
 fn run_job(
     worker: &mut Worker<'_>,
     root: &Page,
-    job: &Job<'_>,
-) -> Result<(u8, Option<Updated>, Option<MultiProof>), Error> {
+    job: &RootChild<'_>,
+) -> Result<(u8, Option<Subtree>, Option<MultiProof>), Error> {
     let any_key = job.keys.first().or(job.changes.first().map(|c| &c.0));
     let Some(key) = any_key else {
         return Ok((job.index, None, None));

@@ -75,7 +75,7 @@ pub(super) enum Old {
 
 /// A subtree after the commit.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Updated {
+pub(super) struct Subtree {
     pub(super) node: Node,
     /// Leaves gained (negative: lost).
     pub(super) delta: i64,
@@ -133,8 +133,8 @@ impl Pos {
 
 /// Results for the root page's children, computed by other workers.
 #[derive(Default)]
-pub(super) struct Done {
-    pub(super) updated: HashMap<u8, Updated>,
+pub(super) struct ChildResults {
+    pub(super) updated: HashMap<u8, Subtree>,
     pub(super) proofs: HashMap<u8, crate::trie::proof::MultiProof>,
 }
 
@@ -144,8 +144,8 @@ pub(super) struct Worker<'a> {
     tree: Tree<'a>,
     entries: HashMap<(usize, KeyPath), Vec<Entry>>,
     /// Page changes: `None` deletes.
-    pub(super) pages: Vec<(PageId, Option<Arc<Page>>)>,
-    pub(super) done: Done,
+    pub(super) pages: super::PageChanges,
+    pub(super) done: ChildResults,
 }
 
 impl<'a> Worker<'a> {
@@ -154,7 +154,7 @@ impl<'a> Worker<'a> {
             tree,
             entries: HashMap::new(),
             pages: Vec::new(),
-            done: Done::default(),
+            done: ChildResults::default(),
         }
     }
 
@@ -233,7 +233,7 @@ impl<'a> Worker<'a> {
         id: PageId,
         old: Old,
         changes: &[Change],
-    ) -> Result<Updated, Error> {
+    ) -> Result<Subtree, Error> {
         match old {
             Old::Page(page) => {
                 let mut page = Page::clone(&page);
@@ -251,7 +251,7 @@ impl<'a> Worker<'a> {
                 } else {
                     self.pages.push((id, None));
                 }
-                Ok(Updated {
+                Ok(Subtree {
                     node,
                     delta,
                     stored,
@@ -260,7 +260,7 @@ impl<'a> Worker<'a> {
             Old::Entries(old) => {
                 let new = apply(&old, changes);
                 let (node, stored) = self.build(id, &new)?;
-                Ok(Updated {
+                Ok(Subtree {
                     node,
                     delta: new.len() as i64 - old.len() as i64,
                     stored,

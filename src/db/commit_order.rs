@@ -10,16 +10,14 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::history::{self, Chain, Undo, KEPT_PAGE_LEVEL};
+use super::history::{self, Chain, Head, Undo, KEPT_PAGE_LEVEL};
 use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
-use super::versions::Head;
 use super::{CommitOutput, KeyedValues, Reads, Shared};
 use crate::commit::{update_trie, Change, PageChanges, PageSink, Tree, TrieUpdate, Unwritten};
 use crate::page_store::PagePlan;
 use crate::store::{Batch, Target};
-use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
 use crate::trie::{hash_value, KeyPath, Node, TERMINATOR};
@@ -30,12 +28,12 @@ use crate::Error;
 /// plans, and the batch to which they stage their writes, started as staged.
 pub(super) struct Building {
     values: ValuePlan,
-    staging: Staging,
+    staging: SharedBatch,
 }
 
 /// The part of a [`Building`] both the value planner and the trie's workers
 /// stage into, from their threads.
-pub(super) struct Staging {
+pub(super) struct SharedBatch {
     pages: PagePlan,
     batch: Batch,
 }
@@ -46,7 +44,7 @@ pub(crate) struct Prepared {
     base: Head,
     pub(crate) root: Node,
     writes: KeyedValues,
-    pub(super) pages: Vec<(PageId, Option<Arc<Page>>)>,
+    pub(super) pages: PageChanges,
     pub(crate) witness: Witness,
     prove: bool,
     pub(super) step: Step,
@@ -62,14 +60,14 @@ pub(super) enum Step {
 }
 
 /// A trie update with the changes it applied.
-struct Updated {
+struct Computed {
     trie: TrieUpdate,
     changes: Vec<Change>,
 }
 
 impl Prepared {
-    fn new(base: Head, writes: KeyedValues, updated: Updated, prove: bool) -> Prepared {
-        let Updated { trie, changes } = updated;
+    fn new(base: Head, writes: KeyedValues, updated: Computed, prove: bool) -> Prepared {
+        let Computed { trie, changes } = updated;
         Prepared {
             base,
             root: trie.root,
@@ -306,8 +304,8 @@ impl Shared {
         prove: bool,
         unwritten: Option<&Unwritten>,
         workers: usize,
-        staging: Option<&Mutex<Staging>>,
-    ) -> Result<Updated, Error> {
+        staging: Option<&Mutex<SharedBatch>>,
+    ) -> Result<Computed, Error> {
         for (_, value) in writes {
             crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
         }
@@ -336,12 +334,12 @@ impl Shared {
         };
         let trie = update_trie(tree, &head.root, &changes, &reads, workers, sink)?;
         CommitTimers::add(&self.timers.trie_ns, started);
-        Ok(Updated { trie, changes })
+        Ok(Computed { trie, changes })
     }
 
     /// An empty batch for commit `seqno`, with its page plan.
-    fn begin_staging(&self, seqno: u64) -> Staging {
-        Staging {
+    fn begin_staging(&self, seqno: u64) -> SharedBatch {
+        SharedBatch {
             pages: self.pages.begin_plan(seqno),
             // The root is set once known.
             batch: Batch::new(TERMINATOR, self.store.meta().lengths),
@@ -355,7 +353,7 @@ impl Shared {
         &self,
         seqno: u64,
         writes: &KeyedValues,
-        staging: &Mutex<Staging>,
+        staging: &Mutex<SharedBatch>,
     ) -> Result<ValuePlan, Error> {
         let started = self.clock();
         let early = |plan: &mut ValuePlan| {
@@ -372,7 +370,7 @@ impl Shared {
     }
 
     /// Plans `pages` into `staging` and starts writing them.
-    fn add_pages(&self, staging: &mut Staging, pages: PageChanges) -> Result<(), Error> {
+    fn add_pages(&self, staging: &mut SharedBatch, pages: PageChanges) -> Result<(), Error> {
         self.pages.plan(&self.store, &mut staging.pages, pages)?;
         staging.pages.stage(&mut staging.batch);
         self.store.write_early(&mut staging.batch)
@@ -385,7 +383,7 @@ impl Shared {
     pub(super) fn apply(
         &self,
         prepared: &Prepared,
-        pages: Vec<(PageId, Option<Arc<Page>>)>,
+        pages: PageChanges,
         building: Option<Building>,
     ) -> Result<(), Error> {
         let Prepared {
@@ -413,7 +411,7 @@ impl Shared {
         let Building {
             values: mut value_plan,
             staging:
-                Staging {
+                SharedBatch {
                     pages: mut page_plan,
                     mut batch,
                 },

@@ -4,7 +4,7 @@
 //! so every chunk proves against the root committed when the export began;
 //! the entries are read afterwards at that pinned root while commits go on.
 
-use super::overlay::Pin;
+use super::history::Pin;
 use super::range::RangeIter;
 use super::{Db, Shared};
 use crate::trie::proof::PathProof;
@@ -146,7 +146,7 @@ impl Db {
         shared.load_paths(&tentative);
         let (pin, head, starts, proof) = {
             let _writer = shared.writer.lock();
-            let (pin, head) = Pin::head(shared);
+            let (pin, head) = Pin::head(&shared.versions);
             if start != [0; 32] && shared.values.get(&shared.store, &start)?.is_none() {
                 return Err(Error::MalformedChunk(
                     "an export starts at the zero key or at a present key",

@@ -7,7 +7,7 @@
 //! page about once, instead of once per block.
 //!
 //! Crash safety comes from building in a staging directory beside the target
-//! and renaming it into place at the end ([`Staging`]): a kill leaves either
+//! and renaming it into place at the end ([`BuildDir`]): a kill leaves either
 //! no database at the path or a complete one (a stale staging directory is
 //! cleared by the next import).
 
@@ -15,7 +15,7 @@ use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-use super::staging::Staging;
+use super::build_dir::BuildDir;
 use super::{Db, Options, Reads};
 use crate::trie::KeyPath;
 use crate::Error;
@@ -38,7 +38,7 @@ pub enum ImportProgress {
     },
 }
 
-type Entry = (KeyPath, Vec<u8>);
+type Pair = (KeyPath, Vec<u8>);
 
 /// Spill files: 256 by key byte.
 const FANOUT: usize = 256;
@@ -70,10 +70,10 @@ impl Db {
     /// ```
     pub fn import(
         options: Options,
-        entries: impl IntoIterator<Item = Entry>,
+        entries: impl IntoIterator<Item = Pair>,
         mut progress: impl FnMut(ImportProgress),
     ) -> Result<Db, Error> {
-        let staging = Staging::lock(&options.path, "importing")?;
+        let staging = BuildDir::lock(&options.path, "importing")?;
         staging.clear()?;
         if let Err(e) = build(&options, &staging, entries, &mut progress) {
             staging.discard();
@@ -86,8 +86,8 @@ impl Db {
 
 fn build(
     options: &Options,
-    staging: &Staging,
-    entries: impl IntoIterator<Item = Entry>,
+    staging: &BuildDir,
+    entries: impl IntoIterator<Item = Pair>,
     progress: &mut impl FnMut(ImportProgress),
 ) -> Result<(), Error> {
     let spill = staging.dir().join("spill");
@@ -106,10 +106,10 @@ fn build(
         ..options.clone()
     })?;
     let budget = (options.import_memory_mib as u64) << 20;
-    let mut chunk: Vec<Entry> = Vec::new();
+    let mut chunk: Vec<Pair> = Vec::new();
     let mut chunk_bytes = 0u64;
     let mut written = 0u64;
-    let mut commit = |chunk: &mut Vec<Entry>| -> Result<(), Error> {
+    let mut commit = |chunk: &mut Vec<Pair>| -> Result<(), Error> {
         written += chunk.len() as u64;
         // Collected in place: the chunk's buffer becomes the writes'.
         let writes = std::mem::take(chunk)
@@ -146,13 +146,13 @@ fn build(
 }
 
 /// RAM an entry takes while sorted and committed.
-fn entry_cost(entry: &Entry) -> u64 {
-    (std::mem::size_of::<Entry>() + entry.1.len()) as u64 + 64
+fn entry_cost(entry: &Pair) -> u64 {
+    (std::mem::size_of::<Pair>() + entry.1.len()) as u64 + 64
 }
 
 /// Spills `entries` into `dir/00`..`dir/ff` by key byte `depth`; returns how many.
 fn partition(
-    entries: impl IntoIterator<Item = Result<Entry, Error>>,
+    entries: impl IntoIterator<Item = Result<Pair, Error>>,
     dir: &Path,
     depth: usize,
     mut counted: impl FnMut(u64),
@@ -188,7 +188,7 @@ fn for_each_sorted(
     dir: &Path,
     depth: usize,
     budget: u64,
-    f: &mut impl FnMut(Vec<Entry>) -> Result<(), Error>,
+    f: &mut impl FnMut(Vec<Pair>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     for b in 0..FANOUT {
         let path = dir.join(format!("{b:02x}"));
@@ -238,9 +238,9 @@ impl SpillReader {
 }
 
 impl Iterator for SpillReader {
-    type Item = io::Result<Entry>;
+    type Item = io::Result<Pair>;
 
-    fn next(&mut self) -> Option<io::Result<Entry>> {
+    fn next(&mut self) -> Option<io::Result<Pair>> {
         let mut key = [0u8; 32];
         match self.0.read_exact(&mut key) {
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return None,
@@ -248,7 +248,7 @@ impl Iterator for SpillReader {
             Ok(()) => {}
         }
         let mut len = [0u8; 4];
-        let mut read = || -> io::Result<Entry> {
+        let mut read = || -> io::Result<Pair> {
             self.0.read_exact(&mut len)?;
             let len = u32::from_le_bytes(len) as usize;
             // Written by this import, so never over the limit unless damaged:

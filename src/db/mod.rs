@@ -6,6 +6,7 @@
 //! reach below the stores' crate-visible APIs: what pages and buckets look like
 //! is theirs.
 
+mod build_dir;
 mod commit_order;
 mod export;
 mod history;
@@ -16,12 +17,9 @@ mod overlay;
 mod prefetch;
 mod range;
 mod restore;
-mod rollback;
 mod session;
-mod staging;
 #[cfg(test)]
 mod tests;
-mod versions;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,9 +34,8 @@ pub use overlay::Overlay;
 pub use restore::Restore;
 pub use session::{CommitOutput, Finished, Session};
 
-use history::Chain;
+use history::{Chain, Head, Versions};
 use metrics::CommitTimers;
-use versions::{Head, Versions};
 
 /// Keys with a value each (`None`: absent or deleted), sorted by key.
 pub(crate) type KeyedValues = Vec<(KeyPath, Option<Vec<u8>>)>;
@@ -85,7 +82,7 @@ pub(crate) struct Shared {
     pages: PageStore,
     options: Options,
     /// The head sessions start from, and the old values their snapshots need.
-    versions: Versions,
+    versions: Arc<Versions>,
     /// Held for a whole commit: one writer at a time.
     writer: Mutex<()>,
     /// Whether open indexed the stores from the catalog, without reading
@@ -136,14 +133,14 @@ impl Db {
             values,
             pages,
             options,
-            versions: Versions::new(
+            versions: Arc::new(Versions::new(
                 Head {
                     seqno: meta.seqno,
                     root: meta.root,
                 },
                 chain,
                 snapshot_budget,
-            ),
+            )),
             writer: Mutex::new(()),
             opened_from_catalog,
             timers: CommitTimers::default(),
@@ -346,9 +343,7 @@ impl Shared {
 /// has grown enough, off the committing thread: a fold (about half a second
 /// at 2^24 accounts) then overlaps the next block's execution. It holds the
 /// store's commit lock as a fold on the committing thread did, so a commit
-/// that comes first waits for it. After each commit it also returns the
-/// heap memory the commit freed ([`return_freed_memory`]). It stops when the
-/// Db closes.
+/// that comes first waits for it. It stops when the Db closes.
 fn start_folding(
     shared: std::sync::Weak<Shared>,
     folds: crossbeam_channel::Receiver<()>,
@@ -361,24 +356,8 @@ fn start_folding(
                     return;
                 };
                 shared.store.maybe_fold();
-                drop(shared);
-                return_freed_memory();
             }
         })
-}
-
-/// Hands the heap memory a commit freed back to the system. glibc keeps
-/// what the commit's threads freed in their arenas, resident, and the next
-/// commit's allocations do not fit all of it: over a long run at 2^24
-/// accounts about 200 MB of freed heap stayed resident and raised peak RSS
-/// by 150 MB. Trimming costs tens of milliseconds, here beside the next
-/// block's execution, which waits on reads, not on the committing thread.
-fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointers; it only returns free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 impl Shared {
@@ -387,7 +366,6 @@ impl Shared {
     fn fold_later(&self) {
         if !self.options.fold_in_background {
             self.store.maybe_fold();
-            return_freed_memory();
             return;
         }
         let asked = match self.folds.read().as_ref() {

@@ -24,46 +24,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::commit_order::Prepared;
-use super::versions::Head;
+use super::history::{Head, Pin};
 use super::Shared;
 use crate::commit::Unwritten;
 use crate::trie::proof::Witness;
 use crate::trie::{KeyPath, Node};
 use crate::Error;
-
-/// A pin on a commit: the values at it stay readable while the pin lives.
-pub(super) struct Pin {
-    shared: Arc<Shared>,
-    seqno: u64,
-}
-
-impl Pin {
-    /// Pins the committed head.
-    pub(super) fn head(shared: &Arc<Shared>) -> (Pin, Head) {
-        let head = shared.versions.pin();
-        let pin = Pin {
-            shared: shared.clone(),
-            seqno: head.seqno,
-        };
-        (pin, head)
-    }
-
-    /// Pins commit `seqno`, which a pin this one outlives must already keep
-    /// readable.
-    fn at(shared: &Arc<Shared>, seqno: u64) -> Pin {
-        shared.versions.pin_at(seqno);
-        Pin {
-            shared: shared.clone(),
-            seqno,
-        }
-    }
-}
-
-impl Drop for Pin {
-    fn drop(&mut self) {
-        self.shared.versions.unpin(self.seqno);
-    }
-}
 
 /// What a session (and what finishing it makes) builds on: a committed state,
 /// or an overlay.
@@ -85,7 +51,7 @@ pub(super) struct Base {
 impl Base {
     /// The committed head.
     pub(super) fn committed(shared: &Arc<Shared>) -> Base {
-        let (pin, head) = Pin::head(shared);
+        let (pin, head) = Pin::head(&shared.versions);
         Base {
             head,
             below: head,
@@ -120,7 +86,7 @@ impl Base {
             return Base {
                 head: node.head,
                 below: node.head,
-                pin: Pin::at(shared, node.head.seqno),
+                pin: Pin::at(&shared.versions, node.head.seqno),
                 parent: Mutex::new(None),
                 unwritten: None,
                 covers: 0,
@@ -150,7 +116,7 @@ impl Base {
         Base {
             head: node.head,
             below,
-            pin: Pin::at(shared, below.seqno),
+            pin: Pin::at(&shared.versions, below.seqno),
             parent: Mutex::new(Some(overlay.clone())),
             unwritten: Some(unwritten),
             covers: live.len(),
@@ -177,7 +143,7 @@ impl Base {
 
     /// The value of `key` at `head`.
     pub(super) fn read(&self, shared: &Shared, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        read_through(self.unwritten.as_ref(), shared, self.pin.seqno, key)
+        read_through(self.unwritten.as_ref(), shared, self.pin.seqno(), key)
     }
 }
 
@@ -282,7 +248,7 @@ impl Overlay {
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         // The view holds the base's changes too: one probe, then the store.
         let node = &self.node;
-        read_through(Some(&node.view), &node.shared, node.base.pin.seqno, key)
+        read_through(Some(&node.view), &node.shared, node.base.pin.seqno(), key)
     }
 
     /// Whether it is committed (durable). Once the handle is poisoned

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
-use super::overlay::Pin;
+use super::history::Pin;
 use super::{Db, Shared};
 use crate::trie::KeyPath;
 use crate::value_store::BucketRun;
@@ -98,7 +98,7 @@ impl RangeIter {
         end: Option<KeyPath>,
     ) -> Result<RangeIter, Error> {
         shared.store.check_usable()?;
-        let (pin, head) = Pin::head(shared);
+        let (pin, head) = Pin::head(&shared.versions);
         Ok(RangeIter::pinned(shared, pin, head.seqno, start, end))
     }
 

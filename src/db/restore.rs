@@ -14,9 +14,9 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use super::staging::Staging;
+use super::build_dir::BuildDir;
 use super::{Db, Options, Reads};
-use crate::io::sync_dir;
+use crate::io::replace_durably;
 use crate::trie::{KeyPath, Node};
 use crate::{Chunk, Error};
 
@@ -30,7 +30,7 @@ const PROGRESS_LEN: usize = 8 + 32 + 1 + 32 + 8;
 /// then [`Restore::finish`] it.
 pub struct Restore {
     db: Db,
-    staging: Staging,
+    staging: BuildDir,
     options: Options,
     root: Node,
     /// Where the next chunk starts; `None` when the state is complete.
@@ -50,7 +50,7 @@ impl Db {
     /// at once fails with [`Error::Locked`]. A peer whose committed root is
     /// still `root` makes the chunks from there with [`Db::export_from`].
     pub fn restore(options: Options, root: Node) -> Result<Restore, Error> {
-        let staging = Staging::lock(&options.path, "restoring")?;
+        let staging = BuildDir::lock(&options.path, "restoring")?;
         // The chunks' commits are no versions anyone rolls back to.
         let db_options = Options {
             path: staging.db_path(),
@@ -177,6 +177,5 @@ fn write_progress(dir: &Path, root: &Node, next: Option<&KeyPath>) -> Result<(),
         file.sync_all()
     };
     write().map_err(|e| Error::io("writing", PROGRESS_NEW, e))?;
-    fs::rename(&new, dir.join(PROGRESS)).map_err(|e| Error::io("renaming", PROGRESS, e))?;
-    sync_dir(dir)
+    replace_durably(&new, &dir.join(PROGRESS))
 }

@@ -72,9 +72,10 @@ impl PowerLoss {
 #[derive(Default)]
 struct Unsynced {
     /// Each write's pre-image (`None`: it extended the file).
-    writes: Vec<(i32, u64, Option<BlockBuf>)>,
+    /// Each is keyed by its file's inode ([`DataFile::inode`]).
+    writes: Vec<(u64, u64, Option<BlockBuf>)>,
     /// Each file's length when its first unsynced write came.
-    lengths: std::collections::HashMap<i32, u64>,
+    lengths: std::collections::HashMap<u64, u64>,
 }
 
 pub(crate) fn injected() -> io::Error {
@@ -210,8 +211,8 @@ impl Faults {
     /// with ENOSPC if it would grow the file past the space left.
     pub(crate) fn before_write(&self, file: &DataFile, offset: u64) -> io::Result<WriteFault> {
         let raw = file.raw();
-        let fd = file.fd();
-        let len = raw.metadata()?.len();
+        let meta = raw.metadata()?;
+        let (inode, len) = (std::os::unix::fs::MetadataExt::ino(&meta), meta.len());
         let before = if offset + BLOCK_SIZE as u64 <= len {
             let mut before = Block::zeroed();
             raw.read_exact_at(&mut before.0, offset)?;
@@ -223,8 +224,8 @@ impl Faults {
             None
         };
         let mut unsynced = self.unsynced.lock();
-        unsynced.lengths.entry(fd).or_insert(len);
-        unsynced.writes.push((fd, offset, before));
+        unsynced.lengths.entry(inode).or_insert(len);
+        unsynced.writes.push((inode, offset, before));
         drop(unsynced);
         Ok(match take(&self.writes_left, 1) {
             true => WriteFault::None,
@@ -247,10 +248,10 @@ impl Faults {
     }
 
     /// A successful sync of `file` makes its writes so far durable.
-    pub(crate) fn synced(&self, fd: i32) {
+    pub(crate) fn synced(&self, inode: u64) {
         let mut unsynced = self.unsynced.lock();
-        unsynced.writes.retain(|(f, _, _)| *f != fd);
-        unsynced.lengths.remove(&fd);
+        unsynced.writes.retain(|(f, _, _)| *f != inode);
+        unsynced.lengths.remove(&inode);
     }
 
     /// Applies `loss` to every write not yet synced, newest first, so a block
@@ -277,7 +278,7 @@ impl Faults {
         };
         let mut unsynced = self.unsynced.lock();
         let mut ends = unsynced.lengths.clone();
-        while let Some((fd, offset, before)) = unsynced.writes.pop() {
+        while let Some((inode, offset, before)) = unsynced.writes.pop() {
             // Sectors of the new contents that survive: all, none, or a prefix.
             let kept = match next() {
                 None => 0,
@@ -286,13 +287,13 @@ impl Faults {
                 Some(_) => 0,
             };
             if kept > 0 {
-                let end = ends.entry(fd).or_default();
+                let end = ends.entry(inode).or_default();
                 *end = (*end).max(offset + BLOCK_SIZE as u64);
             }
             if kept == SECTORS {
                 continue;
             }
-            if let Some(file) = files.iter().find(|f| f.fd() == fd) {
+            if let Some(file) = files.iter().find(|f| f.inode() == inode) {
                 let before = before.unwrap_or_else(Block::zeroed);
                 let from = kept as usize * 512;
                 file.raw()
@@ -300,8 +301,8 @@ impl Faults {
             }
         }
         unsynced.lengths.clear();
-        for (fd, end) in ends {
-            if let Some(file) = files.iter().find(|f| f.fd() == fd) {
+        for (inode, end) in ends {
+            if let Some(file) = files.iter().find(|f| f.inode() == inode) {
                 file.raw().set_len(end)?;
             }
         }

@@ -66,6 +66,15 @@ impl DataFile {
         self.direct
     }
 
+    /// The file's inode: what the fault plan knows a file by, since a
+    /// descriptor's number is reused once it is closed, and a renamed file
+    /// keeps its inode.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub(crate) fn inode(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        self.file.metadata().map_or(u64::MAX, |m| m.ino())
+    }
+
     /// The descriptor, for the io_uring backend.
     pub(crate) fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
@@ -78,6 +87,44 @@ impl DataFile {
             f.before_read()?;
         }
         self.file.read_exact_at(&mut block.0, offset)
+    }
+
+    /// Reads into `blocks` from byte `offset` (block-aligned) until they are
+    /// full or the file ends, and returns the bytes read.
+    pub(crate) fn read_into(&self, blocks: &mut [Block], offset: u64) -> Result<usize, Error> {
+        #[cfg(any(test, feature = "fault-injection"))]
+        if let Some(f) = &self.faults {
+            f.before_read().map_err(self.failed("reading"))?;
+        }
+        // SAFETY: `Block` is `repr(C)` around a byte array whose size is a
+        // multiple of its alignment, so a slice of blocks is that many bytes
+        // with no padding, all initialized; the borrow of `blocks` is moved
+        // into the byte view for as long as it lives.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                blocks.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(blocks),
+            )
+        };
+        let mut got = 0;
+        while got < bytes.len() {
+            match self.file.read_at(&mut bytes[got..], offset + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("reading", &self.name, e)),
+            }
+        }
+        Ok(got)
+    }
+
+    /// The file's length in bytes.
+    pub(crate) fn byte_len(&self) -> Result<u64, Error> {
+        Ok(self
+            .file
+            .metadata()
+            .map_err(self.failed("measuring"))?
+            .len())
     }
 
     /// Writes `block` at `offset`.
@@ -100,7 +147,7 @@ impl DataFile {
         if let Some(f) = &self.faults {
             f.before_sync()?;
             sync(&self.file)?;
-            f.synced(self.fd());
+            f.synced(self.inode());
             return Ok(());
         }
         sync(&self.file)

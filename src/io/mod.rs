@@ -6,6 +6,7 @@
 //! Owns files, descriptors, the ring and its threads. Knows nothing of what the
 //! blocks mean: the stores above decide offsets and contents.
 
+mod dir;
 #[cfg(any(test, feature = "fault-injection"))]
 pub(crate) mod faults;
 mod file;
@@ -21,6 +22,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
+pub(crate) use dir::{replace_durably, Dir};
 pub(crate) use file::{create_dir_durable, sync_dir, DataFile, DirLock, LOCK_FILE};
 
 use crate::block::{Block, BlockBuf};

@@ -33,6 +33,14 @@ use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
 
+/// A page's version by id: its contents, or `None` where it does not exist.
+/// A commit's trie update yields its new pages as these, and an undo keeps
+/// the old ones.
+pub(crate) type PageChange = (PageId, Option<Arc<Page>>);
+
+/// The pages a commit changes, each once.
+pub(crate) type PageChanges = Vec<PageChange>;
+
 /// Blocks read per batch when scanning the file at open.
 const SCAN_BATCH: usize = 1024;
 
@@ -320,7 +328,7 @@ impl PageStore {
         &self,
         store: &Store,
         plan: &mut PagePlan,
-        changes: Vec<(PageId, Option<Arc<Page>>)>,
+        changes: PageChanges,
     ) -> Result<(), Error> {
         let mut last = HashMap::with_capacity(changes.len());
         for (i, (id, _)) in changes.iter().enumerate() {

@@ -10,6 +10,9 @@
 
 use std::sync::Arc;
 
+use bitvec::order::Lsb0;
+use bitvec::vec::BitVec;
+
 use super::chained_sum::ChainedSum;
 use super::{Meta, Target, TARGETS};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
@@ -25,10 +28,14 @@ const BITS_PER_BLOCK: u64 = BLOCK_SIZE as u64 * 8;
 /// per slot. Overflow space is derived from the buckets that reference it.
 pub(crate) const SLOTTED: [Target; 2] = [Target::Pages, Target::Buckets];
 
+/// One bit per slot, bit `i` of word `i / 64` for slot `i`: the order the
+/// map file stores its words in.
+type Bits = BitVec<u64, Lsb0>;
+
 /// Used slots of each slotted target, one bit per slot.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct SlotMap {
-    words: [Vec<u64>; 2],
+    bits: [Bits; 2],
 }
 
 fn which(target: Target) -> Option<usize> {
@@ -41,36 +48,28 @@ impl SlotMap {
         let Some(t) = which(target) else {
             return false;
         };
-        let word = (slot / 64) as usize;
-        self.words[t]
-            .get(word)
-            .is_some_and(|w| w & (1 << (slot % 64)) != 0)
+        usize::try_from(slot)
+            .ok()
+            .and_then(|s| self.bits[t].get(s).map(|b| *b))
+            .unwrap_or(false)
     }
 
     /// Marks `slot` of `target` used or free.
     pub(crate) fn set(&mut self, target: Target, slot: u64, used: bool) {
         let Some(t) = which(target) else { return };
-        let word = (slot / 64) as usize;
-        let words = &mut self.words[t];
-        if words.len() <= word {
-            words.resize(word + 1, 0);
+        let slot = slot as usize;
+        let bits = &mut self.bits[t];
+        if bits.len() <= slot {
+            // Whole words, as the file holds them.
+            bits.resize((slot + 1).next_multiple_of(64), false);
         }
-        match used {
-            true => words[word] |= 1 << (slot % 64),
-            false => words[word] &= !(1 << (slot % 64)),
-        }
+        bits.set(slot, used);
     }
 
-    /// The highest used slot of `target`, found from the end: a commit's
-    /// checks run this for every part of its writes.
+    /// The highest used slot of `target`: a commit's checks run this for
+    /// every part of its writes.
     fn last_used(&self, target: Target) -> Option<u64> {
-        let t = which(target)?;
-        let (i, &w) = self.words[t]
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, &w)| w != 0)?;
-        Some(i as u64 * 64 + 63 - w.leading_zeros() as u64)
+        self.bits[which(target)?].last_one().map(|s| s as u64)
     }
 
     /// The used slots of `target`, ascending.
@@ -78,20 +77,22 @@ impl SlotMap {
         let Some(t) = which(target) else {
             return Vec::new();
         };
-        let mut out = Vec::new();
-        for (i, &w) in self.words[t].iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                out.push(i as u64 * 64 + w.trailing_zeros() as u64);
-                w &= w - 1;
-            }
-        }
-        out
+        self.bits[t].iter_ones().map(|s| s as u64).collect()
     }
 
     /// The free slots of `target` below `length`, ascending.
     pub(crate) fn free(&self, target: Target, length: u64) -> Vec<u64> {
-        (0..length).filter(|&s| !self.is_used(target, s)).collect()
+        let Some(t) = which(target) else {
+            return (0..length).collect();
+        };
+        let bits = &self.bits[t];
+        let mapped = (length as usize).min(bits.len());
+        let unmapped = mapped as u64..length;
+        bits[..mapped]
+            .iter_zeros()
+            .map(|s| s as u64)
+            .chain(unmapped)
+            .collect()
     }
 
     /// Whether a slot at or past its file's length is marked used.
@@ -117,9 +118,14 @@ pub(crate) fn encode(mut commit: Meta, map: &SlotMap) -> (Meta, Vec<BlockBuf>) {
     let mut words: Vec<u64> = Vec::new();
     for (t, target) in SLOTTED.iter().enumerate() {
         let count = commit.lengths[*target as usize].div_ceil(64) as usize;
-        let mut these = map.words[t].clone();
-        these.resize(count, 0);
-        words.extend(these);
+        let these = map.bits[t].as_raw_slice();
+        words.extend(
+            these
+                .iter()
+                .copied()
+                .chain(std::iter::repeat(0))
+                .take(count),
+        );
     }
     let mut file = vec![Block::zeroed()];
     for chunk in words.chunks(BLOCK_SIZE / 8) {
@@ -202,7 +208,7 @@ pub(crate) fn read(
     let mut map = SlotMap::default();
     for (t, target) in SLOTTED.iter().enumerate() {
         let count = lengths[*target as usize].div_ceil(64) as usize;
-        map.words[t] = all.by_ref().take(count).collect();
+        map.bits[t] = Bits::from_vec(all.by_ref().take(count).collect());
     }
     if map.past(&lengths) {
         return Err(Error::corrupt("slot map marks slots past a file's end"));

@@ -85,24 +85,24 @@ impl Stored {
 
 /// One key and its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
+pub(crate) struct BucketEntry {
     pub(crate) key: KeyPath,
     pub(crate) stored: Stored,
 }
 
-impl Entry {
+impl BucketEntry {
     pub(super) fn encoded_len(&self) -> usize {
         32 + self.stored.encoded_len()
     }
 }
 
 /// Bytes `entries` take in a bucket.
-pub(super) fn payload_len(entries: &[Entry]) -> usize {
-    entries.iter().map(Entry::encoded_len).sum()
+pub(super) fn payload_len(entries: &[BucketEntry]) -> usize {
+    entries.iter().map(BucketEntry::encoded_len).sum()
 }
 
 /// Encodes `entries` (sorted, fitting [`PAYLOAD`]) as commit `seqno`'s bucket.
-pub(super) fn encode(entries: &[Entry], seqno: u64) -> BlockBuf {
+pub(super) fn encode(entries: &[BucketEntry], seqno: u64) -> BlockBuf {
     debug_assert!(payload_len(entries) <= PAYLOAD);
     // Every byte is written below: zeroing the whole block first showed in
     // the value planner's profile.
@@ -172,7 +172,7 @@ impl<'a> EntryRef<'a> {
         self.inline.is_none().then_some(self.overflow)
     }
 
-    pub(super) fn to_owned(self) -> Entry {
+    pub(super) fn to_owned(self) -> BucketEntry {
         let stored = match self.inline {
             Some(v) => Stored::Inline(InlineValue::new(v)),
             None => {
@@ -180,7 +180,7 @@ impl<'a> EntryRef<'a> {
                 Stored::Overflow { len, hash, start }
             }
         };
-        Entry {
+        BucketEntry {
             key: self.key,
             stored,
         }
@@ -265,7 +265,7 @@ pub(super) fn entries(
 }
 
 /// Decodes a whole bucket into owned entries.
-pub(super) fn decode(b: &Block) -> Result<Vec<Entry>, Error> {
+pub(super) fn decode(b: &Block) -> Result<Vec<BucketEntry>, Error> {
     let mut out = Vec::new();
     decode_into(b, &mut out)?;
     Ok(out)
@@ -273,7 +273,7 @@ pub(super) fn decode(b: &Block) -> Result<Vec<Entry>, Error> {
 
 /// Appends a whole bucket's entries to `out`, whose allocation a caller
 /// decoding many buckets reuses.
-pub(super) fn decode_into(b: &Block, out: &mut Vec<Entry>) -> Result<(), Error> {
+pub(super) fn decode_into(b: &Block, out: &mut Vec<BucketEntry>) -> Result<(), Error> {
     for e in entries(b)? {
         out.push(e?.to_owned());
     }
@@ -281,7 +281,7 @@ pub(super) fn decode_into(b: &Block, out: &mut Vec<Entry>) -> Result<(), Error> 
 }
 
 /// The entry for `key`, copying only that one.
-pub(super) fn find(b: &Block, key: &KeyPath) -> Result<Option<Entry>, Error> {
+pub(super) fn find(b: &Block, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
     for e in entries(b)? {
         let e = e?;
         if e.key == *key {
@@ -301,19 +301,19 @@ mod tests {
     #[test]
     fn round_trip_and_damage() {
         let entries = vec![
-            Entry {
+            BucketEntry {
                 key: [1; 32],
                 stored: Stored::Inline(InlineValue::new(&[])),
             },
-            Entry {
+            BucketEntry {
                 key: [2; 32],
                 stored: Stored::Inline(InlineValue::new(&[7; INLINE_MAX])),
             },
-            Entry {
+            BucketEntry {
                 key: [3; 32],
                 stored: Stored::Inline(InlineValue::new(&[5; SHORT_MAX])),
             },
-            Entry {
+            BucketEntry {
                 key: [4; 32],
                 stored: Stored::Overflow {
                     len: 99_999,
@@ -338,7 +338,7 @@ mod tests {
     /// what only the entry walk of `verify` can catch.
     #[test]
     fn verify_walks_every_entry() {
-        let entry = |k: u8| Entry {
+        let entry = |k: u8| BucketEntry {
             key: [k; 32],
             stored: Stored::Inline(InlineValue::new(&[k])),
         };

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use crate::bytes::Cursor;
 use crate::trie::KeyPath;
 
 pub(super) struct BucketMeta {
@@ -25,16 +26,6 @@ pub(super) struct Noted {
 }
 
 /// Bytes read from the front of a note.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.0.split_at_checked(n)?;
-        self.0 = rest;
-        Some(head)
-    }
-}
-
 pub(super) struct Directory {
     map: BTreeMap<KeyPath, BucketMeta>,
     seed: u64,
@@ -182,15 +173,15 @@ impl Directory {
 
     /// The bucket in `slot` from its catalog note ([`Directory::note`]).
     pub(super) fn from_note(slot: u32, note: &[u8]) -> Option<Noted> {
-        let mut r = Reader(note);
-        let min: KeyPath = r.take(32)?.try_into().ok()?;
-        let n = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+        let mut r = Cursor::new(note);
+        let min: KeyPath = r.array()?;
+        let n = r.u32()? as usize;
         let fingerprints = r
             .take(n.checked_mul(2)?)?
             .chunks(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
             .collect();
-        let e = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
+        let e = r.u32()? as usize;
         let extents = r
             .take(e.checked_mul(16)?)?
             .chunks(16)
@@ -202,7 +193,7 @@ impl Directory {
                 )
             })
             .collect();
-        (n > 0 && r.0.is_empty()).then_some(Noted {
+        (n > 0 && r.remaining() == 0).then_some(Noted {
             min,
             meta: BucketMeta { slot, fingerprints },
             extents,

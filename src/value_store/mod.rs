@@ -1,15 +1,25 @@
 //! The value store (docs/design.md section 3): every key's value in the `buckets` file,
 //! 4 KiB buckets of entries sorted by key, each bucket one contiguous key range.
 //!
-//! A RAM directory finds a key's bucket with no I/O and a fingerprint summary says
-//! when a key is absent, so a read costs one bucket read, or none. A bucket that
-//! outgrows its block splits at the first bit where its keys differ, however many
-//! leading bits they share, so clustered or adversarial keys cannot build chains;
-//! splits append buckets or reuse free ones, and buckets emptied by deletes are
-//! freed. Ranges split at bit boundaries, so all keys under a prefix at least as
-//! deep as the buckets come from one bucket read: how the trie rebuilds elided
-//! pages and finds leaf preimages. Values longer than [`INLINE_MAX`] live in the
-//! `overflow` file; their bucket entry keeps the value hash.
+//! A directory in RAM (a B-tree on each bucket's smallest key, with a 16-bit
+//! seeded fingerprint per entry) finds a key's bucket with no I/O, and the
+//! fingerprints say when a key is certainly absent, so a read costs one bucket
+//! read, or none.
+//!
+//! A commit rewrites the buckets it changes in runs of adjacent ones, each to a
+//! free slot (copy-on-write). A run left under a quarter of a bucket takes in the
+//! next bucket if the commit leaves that one untouched, so small buckets merge; an
+//! overflowing run does the same, to share its load. The run's entries are then
+//! cut into as many buckets as their bytes need, each cut placed nearest an even
+//! share of the bytes among the gaps between neighbouring keys that part within
+//! three bits of the run's common prefix (a part still too large is cut again).
+//! Distinct keys always have such a gap, however many leading bits they share, so
+//! clustered or adversarial keys cannot build chains; a bucket emptied by deletes
+//! is freed. A prefix deeper than the bit where a cut's two keys part never spans
+//! that cut, so the keys under a deep prefix (an elided page's) usually come from
+//! one bucket read: how the trie rebuilds elided pages and finds leaf preimages.
+//! Values longer than [`INLINE_MAX`] live in the `overflow` file; their bucket
+//! entry keeps the value hash.
 //!
 //! Owns buckets, the directory and overflow space. Knows nothing of the trie: it
 //! stores keys and values, and answers prefix queries.
@@ -28,7 +38,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 pub(crate) use bucket::INLINE_MAX;
-use bucket::{Entry, InlineValue, Stored, PAYLOAD};
+use bucket::{BucketEntry, InlineValue, Stored, PAYLOAD};
 use directory::{BucketMeta, Directory};
 use overflow::Extents;
 
@@ -41,7 +51,7 @@ use crate::Error;
 /// Blocks read per batch when scanning the file at open.
 const SCAN_BATCH: usize = 1024;
 
-struct State {
+struct ValueIndex {
     dir: Directory,
     /// The buckets file's slots.
     space: SlotSpace,
@@ -91,7 +101,7 @@ type Checked = Result<Arc<BlockBuf>, Error>;
 /// One writer: plan a commit, commit it, publish it (or drop the plan after a
 /// failed commit, which poisons the store) before planning the next.
 pub(crate) struct ValueStore {
-    state: RwLock<State>,
+    state: RwLock<ValueIndex>,
     /// Committed bucket blocks by slot.
     cache: ClockCache<u32, Arc<BlockBuf>>,
     hits: AtomicU64,
@@ -105,7 +115,7 @@ impl ValueStore {
     pub(crate) fn open(store: &Store, cache_bytes: usize) -> Result<ValueStore, Error> {
         let meta = store.meta();
         let buckets_len = meta.lengths[Target::Buckets as usize];
-        let mut state = State {
+        let mut state = ValueIndex {
             dir: Directory::new(store.seed()),
             space: SlotSpace::new(buckets_len, store.free_slots(Target::Buckets)?),
             extents: Extents::default(),
@@ -267,7 +277,7 @@ impl ValueStore {
         }
     }
 
-    fn entry(&self, store: &Store, key: &KeyPath) -> Result<Option<Entry>, Error> {
+    fn entry(&self, store: &Store, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
         let mut found = None;
         let slot_of = |dir: &Directory| match dir.bucket_of(key) {
             Some((_, meta)) if dir.may_hold(meta, key) => vec![meta.slot],
@@ -286,11 +296,11 @@ impl ValueStore {
             let generation = self.state.read().published.generation();
             let (len, hash, start) = match self.entry(store, key)? {
                 None => return Ok(None),
-                Some(Entry {
+                Some(BucketEntry {
                     stored: Stored::Inline(v),
                     ..
                 }) => return Ok(Some(v.to_vec())),
-                Some(Entry {
+                Some(BucketEntry {
                     stored: Stored::Overflow { len, hash, start },
                     ..
                 }) => (len, hash, start),
@@ -627,9 +637,9 @@ impl ValuePlan {
     /// of replaced ones released at publish.
     fn merge(
         &mut self,
-        old: &mut Vec<Entry>,
+        old: &mut Vec<BucketEntry>,
         changes: &[(KeyPath, Option<Vec<u8>>)],
-        out: &mut Vec<Entry>,
+        out: &mut Vec<BucketEntry>,
     ) {
         out.reserve(old.len() + changes.len());
         let mut old = old.drain(..).peekable();
@@ -661,7 +671,7 @@ impl ValuePlan {
                     start,
                 }
             };
-            out.push(Entry { key: *key, stored });
+            out.push(BucketEntry { key: *key, stored });
         }
         out.extend(old);
     }
@@ -723,7 +733,7 @@ impl ValuePlan {
 /// their slots and smallest keys.
 #[derive(Default)]
 struct Run {
-    entries: Vec<Entry>,
+    entries: Vec<BucketEntry>,
     slots: Vec<u32>,
     mins: Vec<KeyPath>,
     last: Option<KeyPath>,
@@ -749,7 +759,7 @@ const CUT_SLACK_BITS: usize = 3;
 
 /// `entries` (sorted) cut into as few bucket-sized runs as fit, each cut at the
 /// bit-aligned boundary nearest an even share of the bytes.
-fn split(entries: Vec<Entry>) -> Vec<Vec<Entry>> {
+fn split(entries: Vec<BucketEntry>) -> Vec<Vec<BucketEntry>> {
     let total = bucket::payload_len(&entries);
     if total <= PAYLOAD {
         return if entries.is_empty() {

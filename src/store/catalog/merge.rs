@@ -9,15 +9,14 @@
 //! Anything it cannot use (a damaged or unsorted snapshot, a used slot
 //! without a note) fails the write before the new snapshot replaces the old.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::sync::Arc;
 
 use super::{
     entry_header, newest_notes, parse_entry, Header, Place, SnapshotWriter, ENTRY_HEADER, NONE,
     SNAPSHOT, VOID,
 };
 use crate::block::BLOCK_SIZE;
+use crate::io::{DataFile, Dir};
 use crate::store::chained_sum::ChainedSum;
 use crate::store::slot_map::{SlotMap, SLOTTED};
 use crate::Error;
@@ -52,7 +51,7 @@ impl Merge {
     /// if one names it, else the snapshot's.
     pub(super) fn write(
         &self,
-        dir: &Path,
+        dir: &Dir,
         map: &SlotMap,
         out: &mut SnapshotWriter<'_>,
     ) -> Result<(), Error> {
@@ -91,7 +90,7 @@ impl Merge {
 /// The notes of the snapshot on disk, in order, read a batch at a time; each
 /// block's checksum is taken as it goes by, and checked at the end.
 struct Stream {
-    file: File,
+    file: Arc<DataFile>,
     /// Body bytes the header declares, and body blocks with padding.
     len: u64,
     blocks: u64,
@@ -109,12 +108,10 @@ struct Stream {
 }
 
 impl Stream {
-    fn open(dir: &Path, base: u64) -> Result<Stream, Error> {
+    fn open(dir: &Dir, base: u64) -> Result<Stream, Error> {
         let bad = |what| Error::corrupt(what).at("catalog", 0);
-        let file = File::open(dir.join(SNAPSHOT)).map_err(|e| Error::io("opening", SNAPSHOT, e))?;
-        let mut header = vec![0; BLOCK_SIZE];
-        file.read_exact_at(&mut header, 0)
-            .map_err(|e| Error::io("reading", SNAPSHOT, e))?;
+        let file = dir.open_existing(SNAPSHOT)?;
+        let header = file.read_bytes(0, 1)?;
         let header = Header::check(&header).ok_or_else(|| bad("snapshot header"))?;
         if header.base != base {
             return Err(bad("the records do not follow the snapshot"));
@@ -144,11 +141,12 @@ impl Stream {
         self.buf.drain(..self.at);
         self.at = 0;
         let from = self.buf.len();
-        self.buf.resize(from + n * BLOCK_SIZE, 0);
-        let at = (1 + self.read) * BLOCK_SIZE as u64;
-        self.file
-            .read_exact_at(&mut self.buf[from..], at)
-            .map_err(|e| Error::io("reading", SNAPSHOT, e))?;
+        let first = 1 + self.read;
+        let blocks = self.file.read_bytes(first, first + n as u64)?;
+        if blocks.len() != n * BLOCK_SIZE {
+            return Err(Error::corrupt("a snapshot shorter than its header says").at("catalog", 0));
+        }
+        self.buf.extend_from_slice(&blocks);
         for block in self.buf[from..].chunks(BLOCK_SIZE) {
             self.sum.add(block);
         }
@@ -208,11 +206,11 @@ impl Stream {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::path::Path;
 
     use super::super::{fold, from_scan, read_snapshot, write_snapshot, Notes, Source};
     use super::*;
-    use crate::io::{DataFile, Io, IoBackend};
+    use crate::io::{Io, IoBackend};
     use crate::store::{Meta, Target};
 
     fn note(notes: &mut Notes, target: Target, slot: u32, text: &str) {
@@ -220,13 +218,16 @@ mod tests {
     }
 
     fn snapshot(dir: &Path, io: &Io, base: u64, source: Source<'_>) {
-        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir)).unwrap());
-        write_snapshot(dir, io, file, base, 7, source).unwrap();
+        write_snapshot(&dir_of(dir), io, base, 7, source).unwrap();
+    }
+
+    fn dir_of(path: &Path) -> Dir {
+        Dir::new(path)
     }
 
     /// The notes of the snapshot on disk, per target, by slot.
     fn notes_on_disk(dir: &Path, map: &SlotMap, lengths: [u64; 3]) -> Vec<(Target, u32, Vec<u8>)> {
-        let (_, _, bytes) = read_snapshot(dir).unwrap();
+        let (_, _, bytes) = read_snapshot(&dir_of(dir)).unwrap();
         let meta = Meta {
             lengths,
             ..Meta::default()
@@ -284,7 +285,7 @@ mod tests {
         // The same through the whole-read fold, from the old snapshot.
         let dir2 = tempfile::tempdir().unwrap();
         snapshot(dir2.path(), &io, 3, Source::Notes(&old));
-        let (_, _, bytes) = read_snapshot(dir2.path()).unwrap();
+        let (_, _, bytes) = read_snapshot(&dir_of(dir2.path())).unwrap();
         let meta = Meta {
             lengths,
             ..Meta::default()
@@ -303,9 +304,8 @@ mod tests {
         let mut three = Notes::default();
         three.add(Target::Buckets, 4, |_| {});
         let voided = Merge::new(5, vec![three.buf], [8, 8]).unwrap();
-        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
         let source = Source::Merge(&voided, &map);
-        assert!(write_snapshot(dir.path(), &io, file, 6, 7, source).is_err());
+        assert!(write_snapshot(&dir_of(dir.path()), &io, 6, 7, source).is_err());
         // And the snapshot it failed to replace is whole.
         assert_eq!(notes_on_disk(dir.path(), &map, lengths), streamed);
     }
@@ -324,8 +324,9 @@ mod tests {
         note(&mut unsorted, Target::Pages, 1, "p1");
         snapshot(dir.path(), &io, 1, Source::Notes(&unsorted));
         let merge = Merge::new(1, Vec::new(), [8, 8]).unwrap();
-        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
-        assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).is_err());
+        assert!(
+            write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err()
+        );
         // Written through `from_scan`, as open writes it now, it streams.
         let meta = Meta {
             lengths: [8, 8, 0],
@@ -333,8 +334,7 @@ mod tests {
         };
         let scanned = from_scan(unsorted, &meta, &map).unwrap();
         snapshot(dir.path(), &io, 1, Source::Catalog(&scanned));
-        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
-        write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).unwrap();
+        write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).unwrap();
         let streamed = notes_on_disk(dir.path(), &map, [8, 8, 0]);
         assert_eq!(streamed.len(), 2);
 
@@ -347,11 +347,13 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[BLOCK_SIZE + 12] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
-        assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&merge, &map)).is_err());
+        assert!(
+            write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err()
+        );
         // Records of another snapshot's commit do not merge into this one.
         let other = Merge::new(9, Vec::new(), [8, 8]).unwrap();
-        let file = Arc::new(DataFile::open(&super::super::snapshot_path(dir.path())).unwrap());
-        assert!(write_snapshot(dir.path(), &io, file, 2, 7, Source::Merge(&other, &map)).is_err());
+        assert!(
+            write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&other, &map)).is_err()
+        );
     }
 }

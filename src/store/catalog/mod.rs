@@ -14,22 +14,25 @@
 //! block as before, and a fresh snapshot replaces it. The notes' contents are
 //! the stores'; here they are bytes.
 
+mod keeper;
 mod merge;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::chained_sum::ChainedSum;
-use super::framing::{self, to_blocks};
+use super::commit::write_blocks;
+use super::framing::to_blocks;
+use super::record_log::{Keep, RecordLog, Records};
 use super::slot_map::{SlotMap, SLOTTED};
-use super::{write_blocks, Meta, Target};
-use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::io::{sync_dir, DataFile, Io};
+use super::{Meta, Target};
+use crate::block::{Block, BLOCK_SIZE};
+use crate::io::{DataFile, Dir, Io};
 use crate::Error;
 
-pub(super) use merge::Merge;
+pub(super) use keeper::Keeper;
+use merge::Merge;
 
-pub(super) const LOG: &str = "catalog.log";
+const LOG: &str = "catalog.log";
 const SNAPSHOT: &str = "catalog";
 const SNAPSHOT_NEW: &str = "catalog.new";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"ptcatsnp";
@@ -65,8 +68,8 @@ impl Notes {
         self.buf.append(&mut other.buf);
     }
 
-    fn entries(&self) -> Entries<'_> {
-        Entries {
+    fn entries(&self) -> NoteIter<'_> {
+        NoteIter {
             buf: &self.buf,
             at: 0,
         }
@@ -75,12 +78,12 @@ impl Notes {
 
 /// Note entries of a buffer: (offset of the note, target, slot, note); `Err`
 /// at the first that does not parse.
-struct Entries<'a> {
+struct NoteIter<'a> {
     buf: &'a [u8],
     at: usize,
 }
 
-impl<'a> Iterator for Entries<'a> {
+impl<'a> Iterator for NoteIter<'a> {
     type Item = Result<(usize, Target, u32, &'a [u8]), ()>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -187,58 +190,51 @@ pub(super) struct Found {
     /// The commit the snapshot describes, and the payloads of the log's
     /// records after it, if they fit [`RECENT_MAX`].
     pub(super) recent: Recent,
-    /// Where the next record goes, in blocks; nothing lies past it.
-    pub(super) log_end: u64,
     /// `None`: unusable.
     pub(super) catalog: Option<Catalog>,
 }
 
-/// Reads the catalog of `durable` (whose used slots `map` gives) from `dir`
-/// and cuts the log to its records, or, if it cannot serve, erases both so
-/// that later records never join stale ones. `fresh_seed` is the seed when
-/// there is no usable snapshot.
+/// Reads the catalog of `durable` (whose used slots `map` gives) in `dir`,
+/// with `log` cut to its records, or, if it cannot serve, removes the
+/// snapshot and empties the log, so that later records never join stale
+/// ones. `fresh_seed` is the seed when there is no usable snapshot.
 pub(super) fn load(
-    dir: &Path,
-    log: &DataFile,
+    dir: &Dir,
+    log: &mut RecordLog,
     durable: &Meta,
     map: &SlotMap,
     fresh_seed: u64,
 ) -> Result<Found, Error> {
-    if let Some((found, log_bytes)) = read(dir, durable, map) {
-        if log.blocks()? > found.log_end || log_bytes % BLOCK_SIZE as u64 != 0 {
-            log.truncate(found.log_end)?;
-        }
+    let snapshot = read_snapshot(dir).filter(|(base, ..)| *base <= durable.seqno);
+    let keep = match &snapshot {
+        Some((base, ..)) => since(*base, durable.seqno),
+        // Nothing to join records to: none is kept.
+        None => since(u64::MAX, 0),
+    };
+    let records = log.load(keep)?;
+    if let Some(found) = snapshot.and_then(|s| usable(s, records, durable, map)) {
         return Ok(found);
     }
-    discard(dir, log)?;
+    dir.remove(SNAPSHOT)?;
+    log.erase()?;
     Ok(Found {
         seed: fresh_seed,
         snapshot_blocks: 0,
         recent: Recent::default(),
-        log_end: 0,
         catalog: None,
     })
 }
 
-/// Removes the snapshot and empties the log, durably.
-fn discard(dir: &Path, log: &DataFile) -> Result<(), Error> {
-    match std::fs::remove_file(dir.join(SNAPSHOT)) {
-        Ok(()) => sync_dir(dir)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("removing", SNAPSHOT, e)),
-    }
-    log.erase()
-}
-
-/// The usable catalog and the log's length in bytes, or `None`.
-fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
-    let (base, seed, snapshot) = read_snapshot(dir)?;
-    if base > durable.seqno {
-        return None;
-    }
+/// The catalog of a whole snapshot `(base, seed, notes)` and the log's
+/// `records`, if they reach `durable` and note every used slot.
+fn usable(
+    (base, seed, snapshot): (u64, u64, Vec<u8>),
+    records: Records,
+    durable: &Meta,
+    map: &SlotMap,
+) -> Option<Found> {
     let snapshot_blocks = 1 + snapshot.len().div_ceil(BLOCK_SIZE) as u64;
-
-    let (after, at, log_len) = read_log(dir, base, durable.seqno)?;
+    let after = payloads(records, base, durable.seqno)?;
     let len = after.len();
     let recent = Recent {
         base,
@@ -246,58 +242,55 @@ fn read(dir: &Path, durable: &Meta, map: &SlotMap) -> Option<(Found, u64)> {
         len,
     };
     let catalog = fold(vec![snapshot, after], durable, map)?;
-    Some((
-        Found {
-            seed,
-            snapshot_blocks,
-            recent,
-            log_end: (at / BLOCK_SIZE) as u64,
-            catalog: Some(catalog),
-        },
-        log_len,
-    ))
+    Some(Found {
+        seed,
+        snapshot_blocks,
+        recent,
+        catalog: Some(catalog),
+    })
 }
 
-/// The payloads of the log's records after commit `base` up to `durable`,
-/// where the last of them ends (bytes) and the log's length; `None` unless
-/// they run from `base + 1` to `durable` without a gap.
-fn read_log(dir: &Path, base: u64, durable: u64) -> Option<(Vec<u8>, usize, u64)> {
-    let log = std::fs::read(dir.join(LOG)).unwrap_or_default();
-    let log_len = log.len() as u64;
-    let (mut at, mut last) = (0, base);
-    let mut ranges = Vec::new();
-    while let Some((seqno, payload, next)) = framing::parse(RECORD_MAGIC, &log, at) {
+/// What the catalog takes of its log: the records after the snapshot of
+/// commit `base` up to the `durable` one, without a gap.
+fn since(base: u64, durable: u64) -> impl FnMut(u64) -> Keep {
+    let mut last = base;
+    move |seqno| {
         if seqno > durable || (seqno > base && seqno != last + 1) {
-            break;
+            return Keep::Stop;
         }
-        if seqno > base {
-            let start = at + framing::HEADER;
-            ranges.push(start..start + payload.len());
-            last = seqno;
+        if seqno <= base {
+            return Keep::Skip;
         }
-        at = next;
+        last = seqno;
+        Keep::Record
     }
-    if last != durable {
+}
+
+/// The payloads of `records` (taken by [`since`]), joined; `None` unless
+/// they reach `durable`.
+fn payloads(records: Records, base: u64, durable: u64) -> Option<Vec<u8>> {
+    if records.kept.last().map_or(base, |(seqno, _)| *seqno) != durable {
         return None;
     }
-    // The payloads, moved to the front of the log's own buffer: a fold that
-    // reads the log back (past RECENT_MAX, as at 2^27 accounts) held it, a
-    // copy of its payloads and the snapshot at once.
-    let mut after = log;
+    // Moved to the front of the log's own buffer: a fold that reads the log
+    // back (past RECENT_MAX, as at 2^27 accounts) held it, a copy of its
+    // payloads and the snapshot at once.
+    let mut after = records.bytes;
     let mut len = 0;
-    for range in ranges {
+    for (_, range) in records.kept {
         let n = range.len();
         after.copy_within(range, len);
         len += n;
     }
     after.truncate(len);
-    Some((after, at, log_len))
+    Some(after)
 }
 
 /// The records after the snapshot of commit `base` up to the `durable` one,
-/// read back from the log, for a fold whose records outgrew RAM.
-pub(super) fn records_since(dir: &Path, base: u64, durable: u64) -> Option<Vec<u8>> {
-    read_log(dir, base, durable).map(|(payloads, ..)| payloads)
+/// read back from `log`, for a fold whose records outgrew RAM.
+pub(super) fn records_since(log: &RecordLog, base: u64, durable: u64) -> Option<Vec<u8>> {
+    let records = log.read(since(base, durable)).ok()?;
+    payloads(records, base, durable)
 }
 
 /// A snapshot's block 0 (layout in docs/format.md).
@@ -326,8 +319,8 @@ impl Header {
 }
 
 /// The snapshot's commit, seed and notes, if it is whole.
-fn read_snapshot(dir: &Path) -> Option<(u64, u64, Vec<u8>)> {
-    let snapshot = std::fs::read(dir.join(SNAPSHOT)).ok()?;
+fn read_snapshot(dir: &Dir) -> Option<(u64, u64, Vec<u8>)> {
+    let snapshot = dir.read(SNAPSHOT).ok()??;
     let header = Header::check(snapshot.get(..BLOCK_SIZE)?)?;
     let (base, seed) = (header.base, header.seed);
     let len = usize::try_from(header.len).ok()?;
@@ -358,7 +351,7 @@ fn newest_notes(chunks: &[Vec<u8>], lengths: [u64; 2]) -> Option<[Vec<Place>; 2]
     }
     for (c, chunk) in chunks.iter().enumerate() {
         let c = u32::try_from(c).ok().filter(|&c| c < VOID)?;
-        for entry in (Entries { buf: chunk, at: 0 }) {
+        for entry in (NoteIter { buf: chunk, at: 0 }) {
             let (start, target, slot, note) = entry.ok()?;
             let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
                 continue;
@@ -404,18 +397,17 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// The record of commit `seqno`, in blocks, and its payload: the batch's
+/// The payload of commit `seqno`'s record: the batch's
 /// `notes`, plus an empty note for each slot of `pages` and `buckets` it
 /// writes without one (of `written`), so no older note outlives its block. A
 /// note for a slot the commit does not write (one used in its map `after`
 /// and not in the durable `before`), or two for one slot, is a bug above.
 pub(super) fn record(
-    seqno: u64,
     notes: Notes,
     written: &[(Target, u64)],
     before: &SlotMap,
     after: &SlotMap,
-) -> Result<(Vec<BlockBuf>, Vec<u8>), Error> {
+) -> Result<Vec<u8>, Error> {
     let mut noted = SlotMap::default();
     for entry in notes.entries() {
         let (_, target, slot, _) =
@@ -439,8 +431,7 @@ pub(super) fn record(
         let slot = u32::try_from(slot).map_err(|_| Error::Internal("a slot past u32"))?;
         payload.add(target, slot, |_| {});
     }
-    let blocks = framing::frame(RECORD_MAGIC, seqno, &payload.buf);
-    Ok((blocks, payload.buf))
+    Ok(payload.buf)
 }
 
 /// The catalog of the notes a scan of every used block made, sorted by
@@ -464,13 +455,13 @@ pub(super) enum Source<'a> {
 /// Writes the snapshot of commit `seqno` with `seed` and replaces the old one;
 /// returns its length in blocks. The caller empties the log after.
 pub(super) fn write_snapshot(
-    dir: &Path,
+    dir: &Dir,
     io: &Io,
-    file: Arc<DataFile>,
     seqno: u64,
     seed: u64,
     source: Source<'_>,
 ) -> Result<u64, Error> {
+    let file = dir.open(SNAPSHOT_NEW)?;
     file.erase()?;
     let mut out = SnapshotWriter {
         io,
@@ -506,15 +497,8 @@ pub(super) fn write_snapshot(
     let blocks = out.next;
     write_blocks(io, &file, 0, vec![header])?;
     file.sync()?;
-    std::fs::rename(dir.join(SNAPSHOT_NEW), dir.join(SNAPSHOT))
-        .map_err(|e| Error::io("renaming", SNAPSHOT_NEW, e))?;
-    sync_dir(dir)?;
+    dir.replace(SNAPSHOT_NEW, SNAPSHOT)?;
     Ok(blocks)
-}
-
-/// The file a snapshot is written to before it replaces the old one.
-pub(super) fn snapshot_path(dir: &Path) -> std::path::PathBuf {
-    dir.join(SNAPSHOT_NEW)
 }
 
 fn entry_header(target: Target, slot: u32, len: usize) -> [u8; ENTRY_HEADER] {
@@ -569,6 +553,7 @@ impl SnapshotWriter<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::framing;
     use super::*;
 
     fn meta(seqno: u64, lengths: [u64; 3]) -> Meta {
@@ -579,31 +564,20 @@ mod tests {
         }
     }
 
-    /// The record of commit `seqno` writing `written` into an empty store.
-    fn written_by(
-        seqno: u64,
-        notes: &Notes,
-        written: &[(Target, u64)],
-    ) -> Result<Vec<BlockBuf>, Error> {
+    /// The record payload of commit `seqno` writing `written` into an
+    /// empty store, as it comes back from the log.
+    fn written_by(seqno: u64, notes: &Notes, written: &[(Target, u64)]) -> Result<Vec<u8>, Error> {
         let mut after = SlotMap::default();
         for &(t, s) in written {
             after.set(t, s, true);
         }
-        let (blocks, bytes) = record(seqno, notes.clone(), written, &SlotMap::default(), &after)?;
-        assert_eq!(
-            payload(&blocks, seqno),
-            bytes,
-            "the payload kept in RAM is the one logged"
-        );
-        Ok(blocks)
-    }
-
-    /// The payload of a record as it lies in the log.
-    fn payload(blocks: &[BlockBuf], seqno: u64) -> Vec<u8> {
+        let bytes = record(notes.clone(), written, &SlotMap::default(), &after)?;
+        let blocks = framing::frame(RECORD_MAGIC, seqno, &bytes);
         let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
         let (found, payload, next) = framing::parse(RECORD_MAGIC, &log, 0).unwrap();
         assert_eq!((found, next), (seqno, blocks.len() * BLOCK_SIZE));
-        payload.to_vec()
+        assert_eq!(payload, bytes, "the payload kept in RAM is the one logged");
+        Ok(bytes)
     }
 
     #[test]
@@ -616,11 +590,11 @@ mod tests {
             (Target::Buckets, 0),
             (Target::Overflow, 9),
         ];
-        let one = payload(&written_by(1, &first, &written).unwrap(), 1);
+        let one = written_by(1, &first, &written).unwrap();
         let mut second = Notes::default();
         second.add(Target::Pages, 2, |b| b.extend_from_slice(b"page two"));
         let written = [(Target::Pages, 2), (Target::Buckets, 3)];
-        let two = payload(&written_by(2, &second, &written).unwrap(), 2);
+        let two = written_by(2, &second, &written).unwrap();
         let bytes = [one.as_slice(), two.as_slice()].concat();
 
         let mut map = SlotMap::default();

@@ -6,6 +6,7 @@
 use alloc::vec::Vec;
 
 use super::{Chunk, LeafData, MultiProof, MultiTerminal, PathProof, Witness};
+use crate::bytes::Cursor;
 use crate::trie::node::{prefix, Node, MAX_DEPTH};
 use crate::Error;
 
@@ -43,7 +44,7 @@ impl PathProof {
 
     /// Parses [`PathProof::encode`]'s output; any other input is an error.
     pub fn decode(bytes: &[u8]) -> Result<PathProof, Error> {
-        let mut r = Reader(bytes);
+        let mut r = Reader::new(bytes);
         r.header(KIND_PATH)?;
         let terminal = match r.u8()? {
             EMPTY => None,
@@ -53,7 +54,7 @@ impl PathProof {
             }),
             _ => return Err(Error::MalformedProof("unknown terminal kind")),
         };
-        let count = u16::from_le_bytes(r.array()?) as usize;
+        let count = r.u16()? as usize;
         if count > MAX_DEPTH {
             return Err(Error::MalformedProof("path deeper than 256"));
         }
@@ -104,14 +105,14 @@ impl MultiProof {
 
     /// Parses [`MultiProof::encode`]'s output; any other input is an error.
     pub fn decode(bytes: &[u8]) -> Result<MultiProof, Error> {
-        let mut r = Reader(bytes);
+        let mut r = Reader::new(bytes);
         r.header(KIND_MULTI)?;
-        let count = u32::from_le_bytes(r.array()?) as usize;
+        let count = r.u32()? as usize;
         // Each terminal takes at least 3 bytes: refuse counts the input cannot hold
         // before allocating for them.
-        let mut terminals = Vec::with_capacity(count.min(r.0.len() / 3));
+        let mut terminals = Vec::with_capacity(count.min(r.remaining() / 3));
         for _ in 0..count {
-            let depth = u16::from_le_bytes(r.array()?);
+            let depth = r.u16()?;
             if depth as usize > MAX_DEPTH {
                 return Err(Error::MalformedProof("terminal deeper than 256"));
             }
@@ -140,7 +141,7 @@ impl MultiProof {
             };
             terminals.push(terminal);
         }
-        let count = u32::from_le_bytes(r.array()?) as usize;
+        let count = r.u32()? as usize;
         let siblings = r.nodes(count)?;
         r.end()?;
         Ok(MultiProof {
@@ -186,13 +187,13 @@ impl Witness {
 
     /// Parses [`Witness::encode`]'s output; any other input is an error.
     pub fn decode(bytes: &[u8]) -> Result<Witness, Error> {
-        let mut r = Reader(bytes);
+        let mut r = Reader::new(bytes);
         r.header(KIND_WITNESS)?;
-        let proof_len = u32::from_le_bytes(r.array()?) as usize;
+        let proof_len = r.u32()? as usize;
         let proof = MultiProof::decode(r.take(proof_len)?)?;
-        let count = u32::from_le_bytes(r.array()?) as usize;
+        let count = r.u32()? as usize;
         // Each write takes at least 33 bytes.
-        let mut writes = Vec::with_capacity(count.min(r.0.len() / 33));
+        let mut writes = Vec::with_capacity(count.min(r.remaining() / 33));
         for _ in 0..count {
             let key = r.array()?;
             let value_hash = match r.u8()? {
@@ -239,7 +240,7 @@ impl Chunk {
     /// Parses [`Chunk::encode`]'s output; any other input is an error. The
     /// chunk still needs [`Chunk::verify`].
     pub fn decode(bytes: &[u8]) -> Result<Chunk, Error> {
-        let mut r = Reader(bytes);
+        let mut r = Reader::new(bytes);
         r.header(KIND_CHUNK)?;
         let start = r.array()?;
         let end = match r.u8()? {
@@ -247,16 +248,16 @@ impl Chunk {
             LEAF => Some(r.array()?),
             _ => return Err(Error::MalformedProof("unknown chunk end kind")),
         };
-        let count = u32::from_le_bytes(r.array()?) as usize;
+        let count = r.u32()? as usize;
         // Each entry takes at least 36 bytes.
-        let mut entries = Vec::with_capacity(count.min(r.0.len() / 36));
+        let mut entries = Vec::with_capacity(count.min(r.remaining() / 36));
         for _ in 0..count {
             let key = r.array()?;
-            let len = u32::from_le_bytes(r.array()?) as usize;
+            let len = r.u32()? as usize;
             crate::check_value_len(len)?;
             entries.push((key, r.take(len)?.to_vec()));
         }
-        let proof_len = u32::from_le_bytes(r.array()?) as usize;
+        let proof_len = r.u32()? as usize;
         let proof = MultiProof::decode(r.take(proof_len)?)?;
         r.end()?;
         Ok(Chunk::from_parts(start, end, entries, proof))
@@ -273,26 +274,38 @@ fn put_nodes(out: &mut Vec<u8>, nodes: &[Node]) {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// A [`Cursor`] whose running out is a malformed proof.
+struct Reader<'a>(Cursor<'a>);
+
+const TRUNCATED: Error = Error::MalformedProof("truncated");
 
 impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader(Cursor::new(bytes))
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        if self.0.len() < n {
-            return Err(Error::MalformedProof("truncated"));
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
+        self.0.take(n).ok_or(TRUNCATED)
     }
 
     fn u8(&mut self) -> Result<u8, Error> {
-        Ok(self.take(1)?[0])
+        self.0.u8().ok_or(TRUNCATED)
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], Error> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
+        self.0.array().ok_or(TRUNCATED)
+    }
+
+    fn u16(&mut self) -> Result<u16, Error> {
+        self.0.u16().ok_or(TRUNCATED)
+    }
+
+    fn u32(&mut self) -> Result<u32, Error> {
+        self.0.u32().ok_or(TRUNCATED)
+    }
+
+    fn remaining(&self) -> usize {
+        self.0.remaining()
     }
 
     fn header(&mut self, kind: u8) -> Result<(), Error> {
@@ -306,14 +319,14 @@ impl<'a> Reader<'a> {
     }
 
     fn nodes(&mut self, count: usize) -> Result<Vec<Node>, Error> {
-        if self.0.len() / 32 < count {
-            return Err(Error::MalformedProof("truncated"));
+        if self.remaining() / 32 < count {
+            return Err(TRUNCATED);
         }
         (0..count).map(|_| self.array()).collect()
     }
 
     fn end(&self) -> Result<(), Error> {
-        if self.0.is_empty() {
+        if self.remaining() == 0 {
             Ok(())
         } else {
             Err(Error::MalformedProof("trailing bytes"))

@@ -2,25 +2,25 @@
 //! those sessions still need.
 //!
 //! The stores hold one state, the newest published one. A session pinned to an
-//! older commit reads the store and then the undo logs of the commits after its
-//! base: log `s` holds, for each key commit `s` wrote, its value before `s`
+//! older commit reads the store and then the undos of the commits after its
+//! base: undo `s` holds, for each key commit `s` wrote, its value before `s`
 //! (the same [`Undo`] the history keeps, shared). The
-//! first log after the base that names the key has the base's value; if none
+//! first undo after the base that names the key has the base's value; if none
 //! does, the key has not changed since the base and the store's value is it.
 //!
-//! A log is installed before its commit publishes, so a reader that sees the
-//! new store state also sees the log; the head (root and base of new sessions)
-//! moves after the publish. A log is dropped once no live session's base is
-//! older than its commit, or, oldest first, once the logs take more than
+//! An undo is installed before its commit publishes, so a reader that sees the
+//! new store state also sees the undo; the head (root and base of new sessions)
+//! moves after the publish. An undo is dropped once no live session's base is
+//! older than its commit, or, oldest first, once the undos take more than
 //! their budget ([`crate::Options::snapshot_budget_mib`]): sessions whose
-//! base is older than a log so dropped fail their next read with
+//! base is older than an undo so dropped fail their next read with
 //! [`Error::SnapshotTooOld`] instead of holding RAM without bound.
 //!
-//! The head moves together with the history's chain (see `history`), so a
+//! The head moves together with the history's chain ([`Chain`]), so a
 //! reader takes the two as one.
 //!
-//! Owns the head and the sessions' pins. Knows nothing of blocks or the trie:
-//! it sees keys and values only.
+//! Owns the head and the sessions' pins, taken and released only through
+//! [`Pin`]. Knows nothing of blocks or the trie: it sees keys and values only.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -28,7 +28,8 @@ use parking_lot::RwLock;
 
 use std::sync::Arc;
 
-use super::history::{self, Chain, Undo};
+use super::chain::{first_named, oldest_values, Chain};
+use super::undo::Undo;
 use crate::trie::{KeyPath, Node};
 use crate::Error;
 
@@ -39,18 +40,18 @@ pub(crate) struct Head {
     pub(crate) root: Node,
 }
 
-struct State {
+struct SnapshotState {
     head: Head,
     /// The undos that reach back from the head.
     chain: Chain,
     /// Live pins by base seqno, with their counts.
     pins: BTreeMap<u64, usize>,
-    /// Oldest first; every log's commit is newer than the oldest pin's base.
-    logs: VecDeque<Arc<Undo>>,
+    /// Oldest first; every undo's commit is newer than the oldest pin's base.
+    undos: VecDeque<Arc<Undo>>,
     bytes: usize,
-    /// The most `logs` may take.
+    /// The most `undos` may take.
     budget: usize,
-    /// The oldest base the logs still serve: older ones dropped for the
+    /// The oldest base the undos still serve: older ones dropped for the
     /// budget.
     floor: u64,
 }
@@ -66,19 +67,19 @@ pub(crate) struct Retained {
 }
 
 pub(crate) struct Versions {
-    state: RwLock<State>,
+    state: RwLock<SnapshotState>,
 }
 
 impl Versions {
-    /// Versions at `head` with the history `chain`, whose sessions' logs
+    /// Versions at `head` with the history `chain`, whose sessions' undos
     /// take at most `budget` bytes.
     pub(crate) fn new(head: Head, chain: Chain, budget: usize) -> Versions {
         Versions {
-            state: RwLock::new(State {
+            state: RwLock::new(SnapshotState {
                 head,
                 chain,
                 pins: BTreeMap::new(),
-                logs: VecDeque::new(),
+                undos: VecDeque::new(),
                 bytes: 0,
                 budget,
                 floor: 0,
@@ -90,36 +91,25 @@ impl Versions {
         self.state.read().head
     }
 
-    /// Pins the head: the values at it stay readable until [`Versions::unpin`].
-    pub(crate) fn pin(&self) -> Head {
-        let mut state = self.state.write();
-        let head = state.head;
-        *state.pins.entry(head.seqno).or_insert(0) += 1;
-        head
-    }
-
-    /// Pins the head like [`Versions::pin`], with the chain that reaches back
-    /// from it.
-    pub(crate) fn pin_with_chain(&self) -> (Head, Chain) {
-        let mut state = self.state.write();
-        let head = state.head;
-        *state.pins.entry(head.seqno).or_insert(0) += 1;
-        (head, state.chain.clone())
-    }
-
     /// The head and the chain that reaches back from it.
     pub(crate) fn head_and_chain(&self) -> (Head, Chain) {
         let state = self.state.read();
         (state.head, state.chain.clone())
     }
 
-    /// Pins commit `seqno`, which another pin (at `seqno` or before it) keeps
-    /// readable.
-    pub(crate) fn pin_at(&self, seqno: u64) {
+    /// Pins the head, and returns it with the chain behind it.
+    fn pin_head(&self) -> (Head, Chain) {
+        let mut state = self.state.write();
+        let head = state.head;
+        *state.pins.entry(head.seqno).or_insert(0) += 1;
+        (head, state.chain.clone())
+    }
+
+    fn pin_at(&self, seqno: u64) {
         *self.state.write().pins.entry(seqno).or_insert(0) += 1;
     }
 
-    pub(crate) fn unpin(&self, base: u64) {
+    fn unpin(&self, base: u64) {
         let mut state = self.state.write();
         if let Some(count) = state.pins.get_mut(&base) {
             *count -= 1;
@@ -135,7 +125,7 @@ impl Versions {
     pub(crate) fn install(&self, undo: Arc<Undo>) {
         let mut state = self.state.write();
         state.bytes += undo.bytes();
-        state.logs.push_back(undo);
+        state.undos.push_back(undo);
         state.prune();
     }
 
@@ -158,8 +148,8 @@ impl Versions {
     ) -> Result<Option<Vec<u8>>, Error> {
         let state = self.state.read();
         state.serves(base)?;
-        let newer = state.logs.partition_point(|log| log.seqno <= base);
-        Ok(match history::first_named(state.logs.range(newer..), key) {
+        let newer = state.undos.partition_point(|undo| undo.seqno <= base);
+        Ok(match first_named(state.undos.range(newer..), key) {
             Some(old) => old.map(<[u8]>::to_vec),
             None => current,
         })
@@ -177,20 +167,17 @@ impl Versions {
     ) -> Result<BTreeMap<KeyPath, Option<Vec<u8>>>, Error> {
         let state = self.state.read();
         state.serves(base)?;
-        let newer = state.logs.partition_point(|log| log.seqno <= base);
-        Ok(history::oldest_values(
-            state.logs.range(newer..),
-            from,
-            to,
-            |_| true,
-        ))
+        let newer = state.undos.partition_point(|undo| undo.seqno <= base);
+        Ok(oldest_values(state.undos.range(newer..), from, to, |_| {
+            true
+        }))
     }
 
     pub(crate) fn retained(&self) -> Retained {
         let state = self.state.read();
         Retained {
             sessions: state.pins.values().sum::<usize>() as u64,
-            versions: state.logs.len() as u64,
+            versions: state.undos.len() as u64,
             bytes: state.bytes as u64,
             history: state.chain.len() as u64,
             history_bytes: state.chain.bytes() as u64,
@@ -198,14 +185,59 @@ impl Versions {
     }
 }
 
-impl State {
-    /// Drops the logs no pin needs: those of commits at or before both the
-    /// oldest pin's base that is not expired and the head (a log past the
-    /// head is being published). Then, while the logs take more than the
+/// A pin on a commit: the values at it stay readable while the pin lives.
+pub(crate) struct Pin {
+    versions: Arc<Versions>,
+    seqno: u64,
+}
+
+impl Pin {
+    /// The commit it pins.
+    pub(crate) fn seqno(&self) -> u64 {
+        self.seqno
+    }
+
+    /// Pins the committed head.
+    pub(crate) fn head(versions: &Arc<Versions>) -> (Pin, Head) {
+        let (pin, head, _) = Pin::head_with_chain(versions);
+        (pin, head)
+    }
+
+    /// Pins the committed head, and returns it with the chain behind it.
+    pub(crate) fn head_with_chain(versions: &Arc<Versions>) -> (Pin, Head, Chain) {
+        let (head, chain) = versions.pin_head();
+        let pin = Pin {
+            versions: versions.clone(),
+            seqno: head.seqno,
+        };
+        (pin, head, chain)
+    }
+
+    /// Pins commit `seqno`, which a pin this one outlives must already keep
+    /// readable.
+    pub(crate) fn at(versions: &Arc<Versions>, seqno: u64) -> Pin {
+        versions.pin_at(seqno);
+        Pin {
+            versions: versions.clone(),
+            seqno,
+        }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.versions.unpin(self.seqno);
+    }
+}
+
+impl SnapshotState {
+    /// Drops the undos no pin needs: those of commits at or before both the
+    /// oldest pin's base that is not expired and the head (an undo past the
+    /// head is being published). Then, while the undos take more than the
     /// budget, the oldest one before the head's: the bases before it expire.
-    /// The head commit's own log stays, so a read that began one commit
+    /// The head commit's own undo stays, so a read that began one commit
     /// before it (`Db::read`, unpinned) still resolves; the budget may be
-    /// overshot by that one log.
+    /// overshot by that one undo.
     fn prune(&mut self) {
         let oldest = self
             .pins
@@ -213,29 +245,33 @@ impl State {
             .next()
             .map_or(u64::MAX, |(&seqno, _)| seqno);
         let keep_after = oldest.min(self.head.seqno);
-        while self.logs.front().is_some_and(|log| log.seqno <= keep_after) {
+        while self
+            .undos
+            .front()
+            .is_some_and(|undo| undo.seqno <= keep_after)
+        {
             self.pop();
         }
         while self.bytes > self.budget
             && self
-                .logs
+                .undos
                 .front()
-                .is_some_and(|log| log.seqno < self.head.seqno)
+                .is_some_and(|undo| undo.seqno < self.head.seqno)
         {
-            if let Some(log) = self.pop() {
+            if let Some(undo) = self.pop() {
                 // A base at the dropped commit or after needs none of it.
-                self.floor = self.floor.max(log.seqno);
+                self.floor = self.floor.max(undo.seqno);
             }
         }
     }
 
     fn pop(&mut self) -> Option<Arc<Undo>> {
-        let log = self.logs.pop_front()?;
-        self.bytes -= log.bytes();
-        Some(log)
+        let undo = self.undos.pop_front()?;
+        self.bytes -= undo.bytes();
+        Some(undo)
     }
 
-    /// Whether the logs still take commit `base` back: not if one it needs
+    /// Whether the undos still take commit `base` back: not if one it needs
     /// was dropped for the budget.
     fn serves(&self, base: u64) -> Result<(), Error> {
         match base < self.floor {
@@ -266,8 +302,8 @@ mod tests {
 
     #[test]
     fn a_pinned_base_reads_its_values_until_unpinned() {
-        let v = Versions::new(head(0), Chain::default(), usize::MAX);
-        let base = v.pin();
+        let v = Arc::new(Versions::new(head(0), Chain::default(), usize::MAX));
+        let (pin, base) = Pin::head(&v);
         assert_eq!(base, head(0));
         v.install(undo(1, vec![(key(1), None), (key(2), Some(vec![2]))]));
         // Before and after the publish: the store may show commit 0 or 1.
@@ -290,19 +326,19 @@ mod tests {
         );
         assert_eq!(v.resolve(0, &key(4), Some(vec![4])).unwrap(), Some(vec![4]));
         assert_eq!(v.retained().versions, 2);
-        v.unpin(base.seqno);
+        drop(pin);
         let r = v.retained();
         assert_eq!((r.sessions, r.versions, r.bytes), (0, 0, 0));
     }
 
     #[test]
     fn past_the_budget_old_bases_expire_but_never_the_one_before_the_head() {
-        // No room at all: every log the budget may drop goes.
-        let v = Versions::new(head(0), Chain::default(), 0);
-        let old = v.pin();
+        // No room at all: every undo the budget may drop goes.
+        let v = Arc::new(Versions::new(head(0), Chain::default(), 0));
+        let (pin, _) = Pin::head(&v);
         v.install(undo(1, vec![(key(1), Some(vec![1]))]));
         v.advance(head(1), Chain::default());
-        // The head's own log stays: a read begun at 0, unpinned or not,
+        // The head's own undo stays: a read begun at 0, unpinned or not,
         // still resolves.
         assert_eq!(v.resolve(0, &key(1), None).unwrap(), Some(vec![1]));
         v.install(undo(2, vec![(key(1), Some(vec![2]))]));
@@ -312,18 +348,18 @@ mod tests {
             Err(Error::SnapshotTooOld)
         ));
         assert_eq!(v.resolve(1, &key(1), None).unwrap(), Some(vec![2]));
-        // The expired pin holds nothing past the head's log.
+        // The expired pin holds nothing past the head's undo.
         assert_eq!(v.retained().versions, 1);
-        v.unpin(old.seqno);
+        drop(pin);
         assert_eq!(v.retained().versions, 0);
     }
 
     #[test]
-    fn a_log_being_published_is_kept_without_pins() {
-        let v = Versions::new(head(4), Chain::default(), usize::MAX);
+    fn an_undo_being_published_is_kept_without_pins() {
+        let v = Arc::new(Versions::new(head(4), Chain::default(), usize::MAX));
         v.install(undo(5, vec![(key(1), Some(vec![1]))]));
-        let base = v.pin();
-        v.unpin(base.seqno);
+        let (pin, _) = Pin::head(&v);
+        drop(pin);
         // The head is still 4: a session may yet begin there.
         assert_eq!(v.retained().versions, 1);
         v.advance(head(5), Chain::default());

@@ -5,21 +5,21 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::io::{create_dir_durable, sync_dir, DirLock, LOCK_FILE};
+use crate::io::{create_dir_durable, replace_durably, sync_dir, DirLock, LOCK_FILE};
 use crate::Error;
 
 /// `<target>.<suffix>`, locked like a database so that a second build to the
 /// same path fails with [`Error::Locked`] instead of deleting this one's work.
-pub(super) struct Staging {
+pub(super) struct BuildDir {
     dir: PathBuf,
     target: PathBuf,
     _lock: DirLock,
 }
 
-impl Staging {
+impl BuildDir {
     /// Locks the staging directory of `target`, which must not exist or be an
     /// empty directory ([`Error::DirectoryNotEmpty`] otherwise).
-    pub(super) fn lock(target: &Path, suffix: &str) -> Result<Staging, Error> {
+    pub(super) fn lock(target: &Path, suffix: &str) -> Result<BuildDir, Error> {
         let occupied =
             |t: &Path| t.is_file() || fs::read_dir(t).is_ok_and(|mut d| d.next().is_some());
         if occupied(target) {
@@ -36,7 +36,7 @@ impl Staging {
         if occupied(target) {
             return Err(Error::DirectoryNotEmpty);
         }
-        Ok(Staging {
+        Ok(BuildDir {
             dir,
             target: target.to_owned(),
             _lock: lock,
@@ -80,16 +80,9 @@ impl Staging {
         // The build's blocks and buffers are free now; its peak need not stay
         // resident while the database serves.
         crate::block::release_free();
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: malloc_trim only returns free heap memory to the kernel.
-        unsafe {
-            libc::malloc_trim(0);
-        }
         // On failure the staging directory stays: a restore resumes from it,
         // an import clears it.
-        fs::rename(self.db_path(), &self.target)?;
-        let parent = self.target.parent().filter(|p| !p.as_os_str().is_empty());
-        sync_dir(parent.unwrap_or(Path::new(".")))?;
+        replace_durably(&self.db_path(), &self.target)?;
         // The database is in place; what is left is garbage, which a failure
         // to remove must not make look like a failed build.
         let _ = fs::remove_dir_all(&self.dir);

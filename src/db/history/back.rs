@@ -1,15 +1,15 @@
-//! The retained roots: reads and proofs at them, and rollback to them
-//! (see `history` for how they are kept).
+//! The retained roots: reads and proofs at them, and rollback to them.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::commit_order::Step;
-use super::history::{Chain, KEPT_PAGE_LEVEL};
-use super::prefetch::Hint;
-use super::versions::Head;
-use super::{Db, KeyedValues, Reads, Shared};
+use super::chain::Chain;
+use super::snapshots::{Head, Pin};
+use super::undo::KEPT_PAGE_LEVEL;
 use crate::commit::{update_trie, Change, Unwritten};
+use crate::db::commit_order::Step;
+use crate::db::prefetch::Hint;
+use crate::db::{Db, KeyedValues, Reads, Shared};
 use crate::trie::page_id::PageId;
 use crate::trie::proof::MultiProof;
 use crate::trie::{hash_value, KeyPath, Node};
@@ -68,9 +68,8 @@ impl Db {
     pub fn read_at(&self, root: &Node, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         // Also for answers from the undos: a poisoned handle answers nothing.
         self.shared.store.check_usable()?;
-        let versions = &self.shared.versions;
         loop {
-            let (head, chain) = versions.pin_with_chain();
+            let (pin, head, chain) = Pin::head_with_chain(&self.shared.versions);
             let value = match chain.depth_of(&head.root, root) {
                 None => Err(Error::UnknownRoot),
                 Some(depth) => match chain.changed_value(depth, key) {
@@ -78,7 +77,7 @@ impl Db {
                     None => self.shared.read_pinned(head.seqno, key),
                 },
             };
-            versions.unpin(head.seqno);
+            drop(pin);
             // Commits that landed meanwhile expired the head it pinned
             // (`Options::snapshot_budget_mib`): again, from the new head.
             if !matches!(value, Err(Error::SnapshotTooOld)) {
@@ -200,7 +199,7 @@ impl Shared {
     /// The proof at `root`, `depth` commits before `head`, from the top
     /// pages the undos kept and the subtrees below them that `keys` enter,
     /// recomputed; `None` if it does not prove them at `root`.
-    pub(super) fn prove_over_kept_pages(
+    pub(in crate::db) fn prove_over_kept_pages(
         &self,
         head: &Head,
         chain: &Chain,

@@ -1,0 +1,154 @@
+//! What a commit hands the store: the blocks it writes (some started early),
+//! the slots it frees, the files' lengths and its log records' payloads; and
+//! the blocks it wrote, handed back for the caches.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::Notes;
+use crate::block::BlockBuf;
+use crate::io::Pending;
+use crate::trie::Node;
+use crate::Error;
+
+/// Number of data files a commit writes blocks to.
+pub(crate) const TARGETS: usize = 3;
+
+/// A data file a commit writes blocks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub(crate) enum Target {
+    /// Trie pages.
+    Pages = 0,
+    /// Value-store buckets.
+    Buckets = 1,
+    /// Values too large for a bucket.
+    Overflow = 2,
+}
+
+impl Target {
+    pub(crate) const ALL: [Target; TARGETS] = [Target::Pages, Target::Buckets, Target::Overflow];
+
+    pub(super) fn file_name(self) -> &'static str {
+        match self {
+            Target::Pages => "pages",
+            Target::Buckets => "buckets",
+            Target::Overflow => "overflow",
+        }
+    }
+}
+
+/// Block `index` of a target file as a slot number. Slots are `u32`, so a
+/// file of more blocks is full: `FileTooLarge`, never a wrapped number.
+pub(crate) fn slot_number(index: u64) -> Result<u32, Error> {
+    u32::try_from(index).map_err(|_| Error::Io {
+        doing: "growing",
+        file: None,
+        source: std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            "a data file reached 2^32 blocks",
+        ),
+    })
+}
+
+/// [`slot_number`] for a block found in a file at open, where a number past
+/// `u32` can only come from damage.
+pub(crate) fn stored_slot(index: u64) -> Result<u32, Error> {
+    u32::try_from(index).map_err(|_| Error::corrupt("data file longer than 2^32 blocks"))
+}
+
+/// One block a commit writes.
+pub(crate) struct BlockWrite {
+    pub(crate) target: Target,
+    pub(crate) index: u64,
+    pub(crate) block: BlockBuf,
+}
+
+/// Everything one commit changes.
+pub(crate) struct Batch {
+    pub(crate) root: Node,
+    /// Blocks to write, each to a slot the durable state does not use.
+    pub(crate) writes: Vec<BlockWrite>,
+    /// Slots of `pages` and `buckets` the durable state uses and the commit
+    /// stops using.
+    pub(crate) freed: Vec<(Target, u32)>,
+    /// Each target file's length in blocks after the commit.
+    pub(crate) lengths: [u64; TARGETS],
+    /// Writes started before the batch was complete ([`super::Store::write_early`]).
+    pub(crate) early: Option<Prewritten>,
+    /// The catalog note of each page and bucket written, so open can index
+    /// them without reading them.
+    pub(crate) notes: Notes,
+    /// The commit's history record, if history is kept (see
+    /// [`super::Store::take_history`]).
+    pub(crate) history: Option<Vec<u8>>,
+}
+
+/// Block writes started ahead of their commit, so the disk works while the
+/// rest of the commit is computed. Dropped without a commit, they are waited
+/// for, and the slots they wrote stay free.
+pub(crate) struct Prewritten {
+    pub(super) places: Vec<(Target, u64)>,
+    /// One per [`super::Store::write_early`], in order.
+    pub(super) pending: Vec<Pending>,
+    /// Prewrites alive in the store: a commit may not run beside one it does
+    /// not include, whose writes could land on blocks the commit uses.
+    pub(super) alive: Arc<AtomicUsize>,
+}
+
+impl Prewritten {
+    /// Waits for every write; the blocks come back in the order of `places`.
+    pub(super) fn wait(&mut self) -> Result<Vec<BlockBuf>, Error> {
+        let mut blocks = Vec::with_capacity(self.places.len());
+        let mut first_error = None;
+        for pending in std::mem::take(&mut self.pending) {
+            match pending.wait() {
+                Ok(b) => blocks.extend(b),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(blocks), Err)
+    }
+}
+
+impl Drop for Prewritten {
+    fn drop(&mut self) {
+        // Waits for the writes first.
+        self.pending.clear();
+        self.alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The blocks a commit wrote, sorted by target and index.
+pub(crate) struct Written(pub(super) Vec<BlockWrite>);
+
+impl Written {
+    /// The blocks written to `target`, by slot, ascending. Only for `pages`
+    /// and `buckets`, whose slots are u32 by construction.
+    pub(crate) fn take(&mut self, target: Target) -> Vec<(u32, BlockBuf)> {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.0)
+            .into_iter()
+            .partition(|w| w.target == target);
+        self.0 = rest;
+        mine.into_iter()
+            .filter_map(|w| Some((u32::try_from(w.index).ok()?, w.block)))
+            .collect()
+    }
+}
+
+impl Batch {
+    /// A commit of root `root` that changes nothing yet, on files of `lengths`.
+    pub(crate) fn new(root: Node, lengths: [u64; TARGETS]) -> Batch {
+        Batch {
+            root,
+            writes: Vec::new(),
+            freed: Vec::new(),
+            lengths,
+            early: None,
+            notes: Notes::default(),
+            history: None,
+        }
+    }
+}

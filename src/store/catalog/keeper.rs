@@ -1,0 +1,172 @@
+//! The catalog's upkeep between commits: its log, when to fold the log into a
+//! new snapshot, and the snapshot written at open when the stores had to read
+//! every block. Runs under the store's commit lock, as a commit does.
+
+use std::sync::Arc;
+
+use super::{
+    from_scan, load, records_since, write_snapshot, Catalog, Merge, Notes, Recent, Source,
+};
+use crate::io::Dir;
+use crate::store::record_log::RecordLog;
+use crate::store::slot_map::{SlotMap, SLOTTED};
+use crate::store::{Meta, Store, Tuning};
+use crate::Error;
+
+/// The catalog's state in an open store.
+pub(in crate::store) struct Keeper {
+    /// Where commits append their records.
+    pub(in crate::store) log: RecordLog,
+    /// The seed the stores' fingerprints in the notes are made with.
+    seed: u64,
+    /// What open found; taken by [`Store::finish_open`].
+    found: Option<Arc<Catalog>>,
+    /// Whether open found a usable catalog.
+    usable: bool,
+    /// Notes the stores made by reading every block, when the catalog was
+    /// unusable: the next snapshot.
+    scanned: Notes,
+    /// The records since the snapshot, while they fit in RAM.
+    pub(in crate::store) recent: Recent,
+    /// The log length from which to fold (raised after a failed fold).
+    fold_at: u64,
+}
+
+impl Keeper {
+    /// Opens the catalog of `durable` in `dir` (see [`load`]).
+    pub(in crate::store) fn open(
+        dir: &Dir,
+        durable: &Meta,
+        map: &SlotMap,
+        fresh_seed: u64,
+        tuning: &Tuning,
+    ) -> Result<Keeper, Error> {
+        let mut log = RecordLog::open(dir, super::LOG, super::RECORD_MAGIC)?;
+        let found = load(dir, &mut log, durable, map, fresh_seed)?;
+        Ok(Keeper {
+            log,
+            seed: found.seed,
+            usable: found.catalog.is_some(),
+            found: found.catalog.map(Arc::new),
+            scanned: Notes::default(),
+            recent: found.recent,
+            fold_at: tuning.fold_blocks.max(found.snapshot_blocks),
+        })
+    }
+}
+
+impl Store {
+    /// The seed of the fingerprints the stores keep in their catalog notes:
+    /// drawn when the catalog is made, so nobody can aim keys at one
+    /// fingerprint, and kept with it.
+    pub(crate) fn seed(&self) -> u64 {
+        self.catalog.lock().seed
+    }
+
+    /// The notes of every used slot, if open found them all: the stores index
+    /// their blocks from these instead of reading them. `None` after
+    /// [`Store::finish_open`], or if the stores must read every block (and
+    /// hand their notes to [`Store::add_scanned`]).
+    pub(crate) fn catalog(&self) -> Option<Arc<Catalog>> {
+        self.catalog.lock().found.clone()
+    }
+
+    /// Notes a store made by reading its blocks, because there was no catalog.
+    pub(crate) fn add_scanned(&self, mut notes: Notes) {
+        self.catalog.lock().scanned.append(&mut notes);
+    }
+
+    /// Ends the opening of the stores: drops the catalog they read, or, if
+    /// they read every block instead, writes their notes as a new snapshot.
+    /// Returns whether open used the catalog. A snapshot that cannot be
+    /// written only leaves the next open to read every block again.
+    pub(crate) fn finish_open(&self) -> bool {
+        let _one_at_a_time = self.commit_lock.lock();
+        let mut state = self.catalog.lock();
+        state.found = None;
+        if state.usable {
+            return true;
+        }
+        let scanned = std::mem::take(&mut state.scanned);
+        let durable = self.durable.read().clone();
+        // Sorted by target and slot, as the next fold streams it.
+        let Some(catalog) = from_scan(scanned, &durable.meta, &durable.map) else {
+            return false;
+        };
+        let source = Source::Catalog(&catalog);
+        if self
+            .replace_snapshot(&mut state, durable.meta.seqno, source)
+            .is_ok()
+        {
+            state.usable = true;
+        }
+        false
+    }
+
+    /// Folds the catalog log into a new snapshot once it has grown past the
+    /// snapshot; called between commits. A fold that fails is tried again
+    /// once the log has doubled: the log stays valid meanwhile.
+    pub(crate) fn maybe_fold(&self) {
+        let _one_at_a_time = self.commit_lock.lock();
+        let mut state = self.catalog.lock();
+        if state.log.end() <= state.fold_at || !state.usable || self.check_usable().is_err() {
+            return;
+        }
+        let durable = self.durable.read().clone();
+        // The snapshot streams into the new one, with the records since it
+        // from RAM, else from the log.
+        let base = state.recent.base;
+        let payloads = match state.recent.payloads.take() {
+            Some(payloads) => Some(payloads),
+            None => records_since(&state.log, base, durable.meta.seqno).map(|p| vec![p]),
+        };
+        let lengths = SLOTTED.map(|t| durable.meta.lengths[t as usize]);
+        if let Some(merge) = payloads.and_then(|p| Merge::new(base, p, lengths)) {
+            let source = Source::Merge(&merge, &durable.map);
+            match self.replace_snapshot(&mut state, durable.meta.seqno, source) {
+                Ok(()) => return,
+                // Replaced, but the log was not emptied.
+                Err(_) if state.recent.base != base => {
+                    state.fold_at = state.log.end() * 2;
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        // A snapshot the merge cannot use (written unsorted by an older
+        // build, or damaged), or a write that failed: read back whole, as
+        // open reads it.
+        let seed = state.seed;
+        let folded = load(&self.dir, &mut state.log, &durable.meta, &durable.map, seed)
+            .ok()
+            .and_then(|found| found.catalog.map(|c| (found.seed, c)));
+        let result = match folded {
+            Some((seed, c)) if seed == state.seed => {
+                self.replace_snapshot(&mut state, durable.meta.seqno, Source::Catalog(&c))
+            }
+            // Reading it back discarded it: the next open reads every block.
+            _ => {
+                state.usable = false;
+                return;
+            }
+        };
+        if result.is_err() {
+            state.fold_at = state.log.end() * 2;
+        }
+    }
+
+    /// Writes the snapshot of commit `seqno` from `source` and empties the log.
+    fn replace_snapshot(
+        &self,
+        state: &mut Keeper,
+        seqno: u64,
+        source: Source<'_>,
+    ) -> Result<(), Error> {
+        let blocks = write_snapshot(&self.dir, &self.io, seqno, state.seed, source)?;
+        state.fold_at = self.tuning.fold_blocks.max(blocks);
+        state.recent.restart(seqno);
+        // A crash before this leaves records the snapshot already holds: open
+        // skips them.
+        state.log.erase()
+    }
+}

@@ -1,0 +1,215 @@
+//! An append-only log of framed records, one per commit ([`super::framing`]):
+//! the catalog's log and the history are each one. It knows where its records
+//! lie, appends a commit's record, cuts a torn tail at open and drops old
+//! records by rewriting the rest through a durable replace. What a record says
+//! is its owner's.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::commit::{write_blocks, LogRecord};
+use super::framing;
+use crate::block::BLOCK_SIZE;
+use crate::io::{DataFile, Dir, Io};
+use crate::Error;
+
+/// What opening a log does with a record that checks.
+pub(super) enum Keep {
+    /// Hands it to the owner.
+    Record,
+    /// Passes over it: still part of the log, not wanted.
+    Skip,
+    /// Ends the log before it.
+    Stop,
+}
+
+/// A log's bytes and the records kept from them: each one's seqno and where
+/// its payload lies in the bytes.
+pub(super) struct Records {
+    pub(super) bytes: Vec<u8>,
+    pub(super) kept: Vec<(u64, Range<usize>)>,
+    /// Where the log's last record (kept or passed over) ends, in bytes.
+    end: usize,
+}
+
+/// An open record log.
+pub(super) struct RecordLog {
+    file: Arc<DataFile>,
+    name: &'static str,
+    magic: &'static [u8; 8],
+    /// Where the next record goes, in blocks; nothing durable lies past it.
+    end: u64,
+    /// Each record's seqno and first block, oldest first.
+    starts: VecDeque<(u64, u64)>,
+    /// A rewrite's rename whose directory sync failed: the next append syncs
+    /// the directory before its commit point, so its record is not in a file
+    /// whose name a power loss could undo.
+    dir_unsynced: bool,
+}
+
+/// The file a rewrite of the log `name` is written to before it replaces it.
+fn new_name(name: &str) -> String {
+    format!("{name}.new")
+}
+
+impl RecordLog {
+    /// Opens the log `name` of `magic`, removing a rewrite a crash cut
+    /// short; [`RecordLog::load`] then finds its records.
+    pub(super) fn open(
+        dir: &Dir,
+        name: &'static str,
+        magic: &'static [u8; 8],
+    ) -> Result<RecordLog, Error> {
+        dir.remove(&new_name(name))?;
+        Ok(RecordLog {
+            file: dir.open(name)?,
+            name,
+            magic,
+            end: 0,
+            starts: VecDeque::new(),
+            dir_unsynced: false,
+        })
+    }
+
+    /// The records `keep` accepts, oldest first, up to the first it stops at
+    /// or that does not check. What follows them (a torn or undurable tail)
+    /// is cut off: the next record goes there.
+    pub(super) fn load(&mut self, keep: impl FnMut(u64) -> Keep) -> Result<Records, Error> {
+        let records = self.read(keep)?;
+        self.end = (records.end / BLOCK_SIZE) as u64;
+        self.starts = records
+            .kept
+            .iter()
+            .map(|(seqno, payload)| {
+                let first = (payload.start - framing::HEADER) / BLOCK_SIZE;
+                (*seqno, first as u64)
+            })
+            .collect();
+        if records.bytes.len() != records.end {
+            self.file.truncate(self.end)?;
+        }
+        Ok(records)
+    }
+
+    /// The records on disk now, as [`RecordLog::load`] finds them, but
+    /// without cutting anything: for a reader beside the writer.
+    pub(super) fn read(&self, mut keep: impl FnMut(u64) -> Keep) -> Result<Records, Error> {
+        let bytes = self.file.read_bytes(0, u64::MAX)?;
+        let (mut at, mut kept) = (0, Vec::new());
+        while let Some((seqno, payload, next)) = framing::parse(self.magic, &bytes, at) {
+            match keep(seqno) {
+                Keep::Stop => break,
+                Keep::Skip => {}
+                Keep::Record => {
+                    let start = at + framing::HEADER;
+                    kept.push((seqno, start..start + payload.len()));
+                }
+            }
+            at = next;
+        }
+        Ok(Records {
+            bytes,
+            kept,
+            end: at,
+        })
+    }
+
+    /// The file, for power-loss tests.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub(super) fn file(&self) -> &Arc<DataFile> {
+        &self.file
+    }
+
+    /// The log's length in blocks.
+    pub(super) fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// The record of commit `seqno` in blocks, where it goes, and room
+    /// reserved for it: the commit writes and syncs it before its commit
+    /// point, then calls [`RecordLog::appended`].
+    pub(super) fn prepare(
+        &mut self,
+        dir: &Dir,
+        seqno: u64,
+        payload: &[u8],
+    ) -> Result<LogRecord, Error> {
+        if self.dir_unsynced {
+            dir.sync()?;
+            self.dir_unsynced = false;
+        }
+        let blocks = framing::frame(self.magic, seqno, payload);
+        self.file.reserve(self.end + blocks.len() as u64)?;
+        Ok((self.file.clone(), self.end, blocks))
+    }
+
+    /// Notes the record of commit `seqno`, `blocks` long, as durable.
+    pub(super) fn appended(&mut self, seqno: u64, blocks: u64) {
+        self.starts.push_back((seqno, self.end));
+        self.end += blocks;
+    }
+
+    /// Empties the log, durably.
+    pub(super) fn erase(&mut self) -> Result<(), Error> {
+        self.file.erase()?;
+        self.end = 0;
+        self.starts.clear();
+        Ok(())
+    }
+
+    /// The first block of the oldest record of commit `seqno` or later, or
+    /// the end if there is none.
+    pub(super) fn start_of(&self, seqno: u64) -> u64 {
+        self.starts
+            .iter()
+            .find(|(s, _)| *s >= seqno)
+            .map_or(self.end, |(_, start)| *start)
+    }
+
+    /// Drops the records before block `first`: the rest is copied,
+    /// `copy_batch` blocks at a time, to a new file that replaces this one.
+    /// On failure the log is as it was.
+    pub(super) fn drop_before(
+        &mut self,
+        dir: &Dir,
+        io: &Io,
+        first: u64,
+        copy_batch: u64,
+    ) -> Result<(), Error> {
+        let new = new_name(self.name);
+        let file = dir.open(&new)?;
+        let written = (|| {
+            file.erase()?;
+            file.reserve(self.end - first)?;
+            // A batch at a time: the kept records are most of a history
+            // (about 175 MB at 2^24 accounts), and read whole, then copied
+            // into blocks, they sat beside the caches at once.
+            let mut at = first;
+            while at < self.end {
+                let to = self.end.min(at + copy_batch.max(1));
+                let kept = self.file.read_bytes(at, to)?;
+                write_blocks(io, &file, at - first, framing::to_blocks(&kept))?;
+                at = to;
+            }
+            file.sync()?;
+            dir.rename(&new, self.name)
+        })();
+        if let Err(e) = written {
+            let _ = dir.remove(&new);
+            return Err(e);
+        }
+        // Renamed: the new file is the log from here on (under its final
+        // name, for errors that name it), even before the rename is durable.
+        self.file = dir.open(self.name).unwrap_or(file);
+        self.end -= first;
+        self.starts.retain(|(_, start)| *start >= first);
+        for (_, start) in &mut self.starts {
+            *start -= first;
+        }
+        self.dir_unsynced = true;
+        dir.sync()?;
+        self.dir_unsynced = false;
+        Ok(())
+    }
+}
