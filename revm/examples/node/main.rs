@@ -1,0 +1,150 @@
+//! A node on pagetrie with revm: imports `2^n` accounts that each hold a
+//! token, then runs blocks of ether and token transfers, each executed by
+//! revm on a session, committed with `commit_and_prove`, and re-executed
+//! statelessly from its witness and the values it read.
+//!
+//! ```sh
+//! cargo run --release -p pagetrie-revm --example node               # 2^20 accounts
+//! cargo run --release -p pagetrie-revm --example node -- --help
+//! ```
+
+mod report;
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use pagetrie::{Db, ImportProgress, Options};
+use pagetrie_revm::{execute_block, verify_block, BlockProof, StateDb};
+
+use report::BlockFigures;
+use workload::{Chain, Shape};
+
+/// Any error.
+type BoxError = Box<dyn std::error::Error>;
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "revm executing blocks on pagetrie, each re-executed statelessly from its witness"
+)]
+struct Args {
+    /// Accounts imported: 2^N (each also holds the token, a storage slot).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=30))]
+    accounts_log2: u32,
+    /// Blocks to run.
+    #[arg(long, default_value_t = 20)]
+    blocks: usize,
+    /// Transactions per block.
+    #[arg(long, default_value_t = 10_000)]
+    txs: usize,
+    /// Percent of transactions that are token transfers (the rest send ether).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=100))]
+    token_percent: u64,
+    /// Percent of recipients that are fresh accounts.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=100))]
+    fresh_percent: u64,
+    /// Do not hint the keys a block's transactions name before executing it.
+    /// By default every sender's and callee's account and, for a token
+    /// transfer, both balances' slots are hinted to the session
+    /// (`Session::warm_up`), so reads find them loading or loaded.
+    #[arg(long)]
+    no_warm_up: bool,
+    /// Skip the stateless re-execution of each block.
+    #[arg(long)]
+    no_verify: bool,
+    /// An empty directory for the database [default: a temporary one,
+    /// deleted at the end].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// One JSON object per block, then one for the run.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = Args::parse();
+    let temp;
+    let path = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("pagetrie-revm-")
+                .tempdir()?;
+            temp.path().join("db")
+        }
+    };
+
+    let start = Instant::now();
+    let db = Db::import(
+        Options::new(&path),
+        workload::genesis(args.accounts_log2),
+        |p| {
+            if let ImportProgress::Writing { entries, total } = p {
+                eprint!("\rimport: {entries} / {total} entries   ");
+            }
+        },
+    )?;
+    let import = start.elapsed();
+    eprintln!();
+    report::imported(&args, import, &db)?;
+
+    let shape = Shape {
+        txs: args.txs,
+        token_percent: args.token_percent,
+        fresh_percent: args.fresh_percent,
+    };
+    let mut chain = Chain::new(args.accounts_log2);
+    let mut run = Vec::with_capacity(args.blocks);
+    for _ in 0..args.blocks {
+        let block = chain.next_block(shape);
+
+        let start = Instant::now();
+        let session = db.begin_session();
+        if !args.no_warm_up {
+            workload::warm_up(&session, &block);
+        }
+        let mut state = StateDb::new(&session);
+        let outcome = execute_block(&mut state, &block)?;
+        let changes = state.finish()?;
+        let execute = start.elapsed();
+
+        let start = Instant::now();
+        let out = session.commit_and_prove()?;
+        let commit = start.elapsed();
+        chain.sealed(&block, &out.root);
+
+        let witness_bytes = out.witness.encoded_len();
+        let shipped = BlockProof::new(out.witness, changes).encode();
+        let reexecute = if args.no_verify {
+            None
+        } else {
+            // What a verifier does with the bytes it was sent.
+            let start = Instant::now();
+            let proof = BlockProof::decode(&shipped)?;
+            let again = verify_block(&out.prev_root, &block, &proof, &out.root)?;
+            let took = start.elapsed();
+            if again != outcome {
+                return Err("the stateless re-execution's outcome differs".into());
+            }
+            Some(took)
+        };
+
+        let figures = BlockFigures {
+            number: block.header.number,
+            txs: block.txs.len(),
+            reverted: outcome.txs.iter().filter(|t| !t.success).count(),
+            gas: outcome.gas_used,
+            execute,
+            commit,
+            root: out.root,
+            witness_bytes,
+            shipped_bytes: shipped.len(),
+            reexecute,
+        };
+        report::block(&args, &figures);
+        run.push(figures);
+    }
+    report::summary(&args, &run);
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The crate's one error type: pagetrie's errors, values the layout cannot
+//! decode, blocks revm refuses, and everything a stateless check rejects.
+
+use std::fmt;
+
+use pagetrie::KeyPath;
+use revm::database_interface::DBErrorMarker;
+use revm::primitives::Address;
+
+/// Everything that can go wrong executing on pagetrie or checking a block
+/// statelessly.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// pagetrie failed: I/O, a stale session, a proof that does not verify
+    /// against its root ([`pagetrie::Error::RootMismatch`]), ...
+    Pagetrie(pagetrie::Error),
+    /// A stored value the key layout does not decode.
+    Corrupt {
+        /// The key it is stored under.
+        key: KeyPath,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// revm refused transaction `index` of the block (nonce, funds, gas, ...)
+    /// or could not run it: the block is invalid.
+    InvalidTransaction {
+        /// Its position in the block.
+        index: usize,
+        /// revm's reason.
+        reason: String,
+    },
+    /// The block's transactions used more gas than its header allows.
+    BlockGasLimit {
+        /// Gas used by the transactions up to and including the one over.
+        used: u64,
+        /// The header's limit.
+        limit: u64,
+    },
+    /// Re-execution read a key the witness does not cover: the witness is
+    /// not the block's, or the block is not the one the witness was made for.
+    KeyNotCovered(KeyPath),
+    /// The witness proves the key holds a value, and none was shipped.
+    MissingValue(KeyPath),
+    /// A shipped value whose hash is not the one the witness proves.
+    ValueMismatch(KeyPath),
+    /// A value shipped for a key the witness proves absent.
+    UnprovenValue(KeyPath),
+    /// Re-executing the block led to another root than the one it claims.
+    RootMismatch {
+        /// The root the block claims.
+        claimed: pagetrie::Node,
+        /// The root its re-execution computed.
+        computed: pagetrie::Node,
+    },
+    /// An account self-destructed that was not created in the same
+    /// transaction (rules before Cancun): its older storage slots are not in
+    /// the journal, and the layout does not find them (see the crate docs).
+    StorageWipe(Address),
+    /// Bytes of a block proof that do not decode.
+    Malformed(&'static str),
+}
+
+impl From<pagetrie::Error> for Error {
+    fn from(e: pagetrie::Error) -> Error {
+        Error::Pagetrie(e)
+    }
+}
+
+/// revm's in-memory database cannot fail; its executions report through the
+/// same type.
+impl From<std::convert::Infallible> for Error {
+    fn from(e: std::convert::Infallible) -> Error {
+        match e {}
+    }
+}
+
+impl DBErrorMarker for Error {}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Pagetrie(e) => write!(f, "pagetrie: {e}"),
+            Error::Corrupt { key, what } => write!(f, "value at {} is corrupt: {what}", hex(key)),
+            Error::InvalidTransaction { index, reason } => {
+                write!(f, "transaction {index} is invalid: {reason}")
+            }
+            Error::BlockGasLimit { used, limit } => {
+                write!(f, "block uses {used} gas, over its limit of {limit}")
+            }
+            Error::KeyNotCovered(key) => {
+                write!(f, "the witness does not cover key {}", hex(key))
+            }
+            Error::MissingValue(key) => {
+                write!(
+                    f,
+                    "no value shipped for key {}, which the witness proves present",
+                    hex(key)
+                )
+            }
+            Error::ValueMismatch(key) => {
+                write!(
+                    f,
+                    "the value shipped for key {} is not the proven one",
+                    hex(key)
+                )
+            }
+            Error::UnprovenValue(key) => {
+                write!(
+                    f,
+                    "a value shipped for key {}, which the witness proves absent",
+                    hex(key)
+                )
+            }
+            Error::RootMismatch { claimed, computed } => write!(
+                f,
+                "re-execution computed root {}, the block claims {}",
+                hex(computed),
+                hex(claimed)
+            ),
+            Error::StorageWipe(address) => write!(
+                f,
+                "account {address} self-destructed without being created in the same \
+                 transaction; its storage cannot be wiped (needs Cancun rules or later)"
+            ),
+            Error::Malformed(what) => write!(f, "malformed block proof: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Pagetrie(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Lower-case hex of `bytes`, for messages.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,44 @@
+//! Read-only access for revm: [`DatabaseRef`] over any [`Source`], such as
+//! the committed head ([`pagetrie::Db`]) or a pending block
+//! ([`pagetrie::Overlay`]) for an RPC's calls or a mempool's nonce checks.
+//! Nothing is cached; each call reads the source.
+
+use revm::bytecode::Bytecode;
+use revm::primitives::{Address, StorageKey, StorageValue, B256, KECCAK_EMPTY};
+use revm::state::AccountInfo;
+use revm::DatabaseRef;
+
+use crate::{codec, keys, Error, Source};
+
+/// revm's [`DatabaseRef`] over a [`Source`]. Wrap it in revm's
+/// `WrapDatabaseRef` (or a `CacheDB`) to run calls that are never
+/// committed.
+#[derive(Clone, Debug)]
+pub struct Reader<S>(pub S);
+
+impl<S: Source> DatabaseRef for Reader<S> {
+    type Error = Error;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Error> {
+        let key = keys::account(&address);
+        codec::account(&key, self.0.read(&key)?.as_deref())
+    }
+
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, Error> {
+        if code_hash == KECCAK_EMPTY {
+            return Ok(Bytecode::default());
+        }
+        let key = keys::code(&code_hash);
+        codec::code(&key, &code_hash, self.0.read(&key)?.as_deref())
+    }
+
+    fn storage_ref(&self, address: Address, index: StorageKey) -> Result<StorageValue, Error> {
+        let key = keys::storage(&address, &index);
+        codec::slot(&key, self.0.read(&key)?.as_deref())
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, Error> {
+        let key = keys::block_hash(number);
+        codec::block_hash(&key, self.0.read(&key)?.as_deref())
+    }
+}
