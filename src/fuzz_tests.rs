@@ -2,6 +2,8 @@
 //! with random bytes flipped in its files, reopened 200 times: every layer must
 //! answer with data or an error, never a panic.
 
+use std::sync::Arc;
+
 use crate::page_store::PageStore;
 use crate::store::{Batch, Store, StoreConfig, Target};
 use crate::test_support::key;
@@ -17,7 +19,7 @@ fn page_ids() -> Vec<PageId> {
 }
 
 fn build(dir: &std::path::Path) {
-    let store = Store::open(dir, StoreConfig::default()).unwrap();
+    let store = Arc::new(Store::open(dir, StoreConfig::default()).unwrap());
     let pages = PageStore::open(&store, 16).unwrap();
     let values = ValueStore::open(&store, 0).unwrap();
     for round in 0..3u64 {
@@ -27,7 +29,7 @@ fn build(dir: &std::path::Path) {
             .collect::<std::collections::BTreeMap<_, _>>()
             .into_iter()
             .collect();
-        let mut vplan = values.plan(&store, &changes, seqno, |_| Ok(())).unwrap();
+        let mut vplan = values.plan(&changes, seqno, |_| Ok(())).unwrap();
         let page_changes = page_ids().into_iter().map(|id| {
             let mut p = Page::new(&id);
             p.set_node(3, &[round as u8 + 1; 32]);
@@ -36,7 +38,6 @@ fn build(dir: &std::path::Path) {
         let mut pplan = pages.begin_plan(seqno);
         pages
             .plan(
-                &store,
                 &mut pplan,
                 page_changes
                     .map(|(id, p)| (id, p.map(std::sync::Arc::new)))
@@ -53,19 +54,19 @@ fn build(dir: &std::path::Path) {
 }
 
 fn read_everything(dir: &std::path::Path) {
-    let Ok(store) = Store::open(dir, StoreConfig::default()) else {
+    let Ok(store) = Store::open(dir, StoreConfig::default()).map(Arc::new) else {
         return;
     };
     if let Ok(pages) = PageStore::open(&store, 16) {
         for id in page_ids() {
-            let _ = pages.get(&store, &id);
+            let _ = pages.get(&id);
         }
     }
     if let Ok(values) = ValueStore::open(&store, 0) {
         for i in 0..2100 {
-            let _ = values.get(&store, &key(i));
+            let _ = values.get(&key(i));
         }
-        let _ = values.entries_with_prefix(&store, &key(5), 3);
+        let _ = values.entries_with_prefix(&key(5), 3);
     }
 }
 

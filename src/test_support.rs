@@ -16,13 +16,13 @@ mod support;
 pub(crate) use support::*;
 
 /// A small store at `dir` whose I/O runs through the returned fault plan.
-pub(crate) fn faulty_store(dir: &Path) -> (Store, Arc<Faults>) {
+pub(crate) fn faulty_store(dir: &Path) -> (Arc<Store>, Arc<Faults>) {
     let faults = Arc::new(Faults::none());
     let config = StoreConfig {
         faults: Some(faults.clone()),
         ..StoreConfig::small()
     };
-    (Store::open(dir, config).unwrap(), faults)
+    (Arc::new(Store::open(dir, config).unwrap()), faults)
 }
 
 /// Commits `changes` (sorted, each key once) to the value store alone, calling
@@ -34,7 +34,7 @@ pub(crate) fn commit_values(
     before_publish: impl FnOnce(),
 ) {
     let seqno = store.meta().seqno + 1;
-    let mut plan = values.plan(store, changes, seqno, |_| Ok(())).unwrap();
+    let mut plan = values.plan(changes, seqno, |_| Ok(())).unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
     let mut written = store.commit(batch).unwrap();

@@ -16,8 +16,8 @@ type Entries = Vec<(KeyPath, ValueHash)>;
 /// Checks page `id` (whose subtree holds `entries`) and its stored descendants;
 /// returns how many pages that is.
 fn check_page(db: &Db, id: PageId, entries: &[(KeyPath, ValueHash)]) -> usize {
-    let (store, pages, _) = db.parts();
-    let stored = pages.get(store, &id).unwrap();
+    let (_, pages, _) = db.parts();
+    let stored = pages.get(&id).unwrap();
     if (entries.len() as u64) < STORE_MIN_LEAVES {
         assert!(
             stored.is_none(),
@@ -162,7 +162,7 @@ fn seen_hashes_are_checked_before_use() {
         .iter()
         .map(|k| (*k, Some(hash_value(&[2]))))
         .collect();
-    let (store, pages, values) = db.parts();
+    let (_, pages, values) = db.parts();
     let root = db.root().unwrap();
     let bucket_reads = || {
         let (hits, misses) = values.cache_counts();
@@ -171,7 +171,6 @@ fn seen_hashes_are_checked_before_use() {
     let update = |seen: &[(KeyPath, ValueHash)]| {
         let before = bucket_reads();
         let tree = Tree {
-            store,
             pages,
             values,
             unwritten: None,

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::page_store::PageStore;
-use crate::store::Store;
 use crate::trie::page::{slot, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::{hash_leaf, KeyPath, Node, NodeKind, ValueHash, TERMINATOR};
@@ -26,7 +25,6 @@ pub(super) type Entry = (KeyPath, ValueHash);
 /// when the update builds on uncommitted overlays.
 #[derive(Clone, Copy)]
 pub(crate) struct Tree<'a> {
-    pub(crate) store: &'a Store,
     pub(crate) pages: &'a PageStore,
     pub(crate) values: &'a ValueStore,
     pub(crate) unwritten: Option<&'a Unwritten>,
@@ -47,7 +45,7 @@ impl Tree<'_> {
         if let Some(page) = self.unwritten.and_then(|u| u.pages.get(id)) {
             return Ok(page.clone());
         }
-        self.pages.get(self.store, id)
+        self.pages.get(id)
     }
 
     /// Every key under the first `depth` bits of `at` (later bits zero), with
@@ -57,7 +55,7 @@ impl Tree<'_> {
         at: &KeyPath,
         depth: usize,
     ) -> Result<Vec<Entry>, Error> {
-        let stored = self.values.entries_with_prefix(self.store, at, depth)?;
+        let stored = self.values.entries_with_prefix(at, depth)?;
         Ok(match self.unwritten {
             Some(u) => u.merge_prefix(at, depth, stored),
             None => stored,

@@ -264,7 +264,6 @@ impl Shared {
 
     pub(super) fn tree<'a>(&'a self, unwritten: Option<&'a Unwritten>) -> Tree<'a> {
         Tree {
-            store: &self.store,
             pages: &self.pages,
             values: &self.values,
             unwritten,
@@ -361,7 +360,7 @@ impl Shared {
             plan.stage(batch);
             self.store.write_early(batch)
         };
-        let mut values = self.values.plan(&self.store, writes, seqno, early)?;
+        let mut values = self.values.plan(writes, seqno, early)?;
         let batch = &mut staging.lock().batch;
         values.stage(batch);
         self.store.write_early(batch)?;
@@ -371,7 +370,7 @@ impl Shared {
 
     /// Plans `pages` into `staging` and starts writing them.
     fn add_pages(&self, staging: &mut SharedBatch, pages: PageChanges) -> Result<(), Error> {
-        self.pages.plan(&self.store, &mut staging.pages, pages)?;
+        self.pages.plan(&mut staging.pages, pages)?;
         staging.pages.stage(&mut staging.batch);
         self.store.write_early(&mut staging.batch)
     }
@@ -416,7 +415,7 @@ impl Shared {
                     mut batch,
                 },
         } = building;
-        self.pages.plan(&self.store, &mut page_plan, pages)?;
+        self.pages.plan(&mut page_plan, pages)?;
         page_plan.stage(&mut batch);
         batch.root = root;
         let previous = std::mem::take(&mut value_plan.previous);
@@ -431,7 +430,7 @@ impl Shared {
                 .collect();
             kept.sort_unstable();
             for id in kept {
-                old_pages.push((id, self.pages.get(&self.store, &id)?));
+                old_pages.push((id, self.pages.get(&id)?));
             }
         }
         // One undo for the sessions' snapshots and the history.

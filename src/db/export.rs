@@ -136,7 +136,7 @@ impl Db {
         let cuts = |shared: &Shared| -> Result<Vec<KeyPath>, Error> {
             // The whole export's cuts, so that both cut the same state alike.
             let mut starts = vec![start];
-            let all = shared.values.cut_points(&shared.store, chunk_bytes)?;
+            let all = shared.values.cut_points(chunk_bytes)?;
             starts.extend(all.into_iter().filter(|cut| *cut > start));
             Ok(starts)
         };
@@ -147,7 +147,7 @@ impl Db {
         let (pin, head, starts, proof) = {
             let _writer = shared.writer.lock();
             let (pin, head) = Pin::head(&shared.versions);
-            if start != [0; 32] && shared.values.get(&shared.store, &start)?.is_none() {
+            if start != [0; 32] && shared.values.get(&start)?.is_none() {
                 return Err(Error::MalformedChunk(
                     "an export starts at the zero key or at a present key",
                 ));

@@ -77,7 +77,7 @@ pub struct Db {
 }
 
 pub(crate) struct Shared {
-    store: Store,
+    store: Arc<Store>,
     values: ValueStore,
     pages: PageStore,
     options: Options,
@@ -110,7 +110,7 @@ impl Db {
             #[cfg(any(test, feature = "fault-injection"))]
             faults: options.faults.clone(),
         };
-        let store = Store::open(&options.path, config)?;
+        let store = Arc::new(Store::open(&options.path, config)?);
         let values = ValueStore::open(&store, options.value_cache_mib << 20)?;
         let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE)?;
         let opened_from_catalog = store.finish_open();
@@ -299,7 +299,7 @@ impl Shared {
     fn read_pinned(&self, base: u64, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         // The store first: whatever commit it shows, the undo logs of every
         // commit up to it are installed by then.
-        let current = self.values.get(&self.store, key)?;
+        let current = self.values.get(key)?;
         self.versions.resolve(base, key, current)
     }
 

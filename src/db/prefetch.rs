@@ -4,19 +4,18 @@
 //! One thread per database, many reads in flight. It only fills caches, and only
 //! with committed blocks: the stores check each block's generation on arrival.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{select, unbounded, Receiver, Sender};
+use crossbeam_channel::{select, Receiver};
 
 use super::Shared;
-use crate::io::Done;
-use crate::page_store::Fetch;
-use crate::store::Target;
+use crate::page_store::{PageRead, Prefetch};
+use crate::store::Fetches;
 use crate::trie::page_id::{PageId, MAX_PAGE_LEVEL};
 use crate::trie::KeyPath;
+use crate::value_store::BucketRead;
 
 /// What to load for a key.
 #[derive(Clone, Copy)]
@@ -99,10 +98,22 @@ impl HintQueue {
     }
 }
 
-/// A read in flight.
+/// A read in flight: the token of the store that started it.
 enum Wanted {
-    Page(PageId, u64),
-    Bucket(u64),
+    Page(PageRead),
+    Bucket(BucketRead),
+}
+
+impl From<PageRead> for Wanted {
+    fn from(read: PageRead) -> Wanted {
+        Wanted::Page(read)
+    }
+}
+
+impl From<BucketRead> for Wanted {
+    fn from(read: BucketRead) -> Wanted {
+        Wanted::Bucket(read)
+    }
 }
 
 /// Starts the fetcher thread; it stops when every sender is gone.
@@ -112,7 +123,7 @@ pub(super) fn start(
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("pagetrie-prefetch".into())
-        .spawn(move || Fetcher::default().run(&shared, &keys))
+        .spawn(move || Fetcher::new().run(&shared, &keys))
 }
 
 /// Pages read per batch while warming the cache.
@@ -130,7 +141,7 @@ pub(super) fn start_warming(shared: Weak<Shared>) -> std::io::Result<JoinHandle<
             };
             // Closing, or nothing left, or an error (which reads report).
             if shared.prefetch.read().is_none()
-                || !matches!(shared.pages.warm(&shared.store, WARM_BATCH), Ok(true))
+                || !matches!(shared.pages.warm(WARM_BATCH), Ok(true))
             {
                 return;
             }
@@ -142,21 +153,25 @@ pub(super) fn start_warming(shared: Weak<Shared>) -> std::io::Result<JoinHandle<
 /// all wait in RAM at once.
 const MAX_IN_FLIGHT: usize = 8192;
 
-#[derive(Default)]
 struct Fetcher {
     /// Sessions' hints not yet acted on, oldest first.
     queue: std::collections::VecDeque<Hint>,
     /// The newest bulk batch's hints not yet acted on.
     bulk: std::vec::IntoIter<Hint>,
-    next_tag: u64,
-    in_flight: HashMap<u64, (Target, u32, Wanted)>,
-    /// (target, slot) pairs being read: each block is read once.
-    reading: HashSet<(Target, u32)>,
+    fetches: Fetches<Wanted>,
 }
 
 impl Fetcher {
+    fn new() -> Fetcher {
+        Fetcher {
+            queue: Default::default(),
+            bulk: Vec::new().into_iter(),
+            fetches: Fetches::new(),
+        }
+    }
+
     fn run(&mut self, shared: &Weak<Shared>, keys: &Receiver<Hints>) {
-        let (reply, done) = unbounded::<Done>();
+        let arrivals = self.fetches.arrivals().clone();
         loop {
             select! {
                 recv(keys) -> key => {
@@ -168,20 +183,24 @@ impl Fetcher {
                             self.bulk = hints.into_iter();
                         }
                     }
-                    self.pump(&shared, &reply);
+                    self.pump(&shared);
                 }
-                recv(done) -> finished => {
+                recv(arrivals) -> finished => {
                     let (Ok(finished), Some(shared)) = (finished, shared.upgrade()) else { return };
-                    self.arrived(&shared, finished);
-                    self.pump(&shared, &reply);
+                    match self.fetches.finish(finished) {
+                        Some((Wanted::Page(read), block)) => shared.pages.offer(read, block),
+                        Some((Wanted::Bucket(read), block)) => shared.values.offer(read, block),
+                        None => {}
+                    }
+                    self.pump(&shared);
                 }
             }
         }
     }
 
     /// Acts on queued hints while fewer than [`MAX_IN_FLIGHT`] reads are out.
-    fn pump(&mut self, shared: &Arc<Shared>, reply: &Sender<Done>) {
-        while self.in_flight.len() < MAX_IN_FLIGHT {
+    fn pump(&mut self, shared: &Arc<Shared>) {
+        while self.fetches.len() < MAX_IN_FLIGHT {
             let hint = match self.queue.pop_front() {
                 Some(hint) => {
                     shared.hints.release(1);
@@ -195,74 +214,21 @@ impl Fetcher {
                     None => return,
                 },
             };
-            self.fetch(shared, hint, reply);
+            self.fetch(shared, hint);
         }
     }
 
-    fn fetch(&mut self, shared: &Arc<Shared>, hint: Hint, reply: &Sender<Done>) {
+    /// Hands the stores the pages on `hint`'s path, top down, and its bucket.
+    fn fetch(&mut self, shared: &Arc<Shared>, hint: Hint) {
         let key = &hint.key;
         for level in 0..=MAX_PAGE_LEVEL {
             let id = PageId::on_path(key, level);
-            match shared.pages.fetch_plan(&id) {
-                Fetch::Cached => continue,
-                Fetch::Absent => break,
-                Fetch::Read(generation, slots) => {
-                    for slot in slots {
-                        self.read(
-                            shared,
-                            Target::Pages,
-                            slot,
-                            Wanted::Page(id, generation),
-                            reply,
-                        );
-                    }
-                }
+            if shared.pages.prefetch(&id, &mut self.fetches) == Prefetch::Absent {
+                break;
             }
         }
-        if !hint.bucket {
-            return;
-        }
-        if let Some((generation, slot)) = shared.values.fetch_plan(key) {
-            self.read(
-                shared,
-                Target::Buckets,
-                slot,
-                Wanted::Bucket(generation),
-                reply,
-            );
-        }
-    }
-
-    fn read(
-        &mut self,
-        shared: &Arc<Shared>,
-        target: Target,
-        slot: u32,
-        wanted: Wanted,
-        reply: &Sender<Done>,
-    ) {
-        if !self.reading.insert((target, slot)) {
-            return;
-        }
-        let tag = self.next_tag;
-        self.next_tag += 1;
-        self.in_flight.insert(tag, (target, slot, wanted));
-        shared.store.start_read(target, slot, tag, reply);
-    }
-
-    fn arrived(&mut self, shared: &Arc<Shared>, done: Done) {
-        let Some((target, slot, wanted)) = self.in_flight.remove(&done.tag) else {
-            return;
-        };
-        self.reading.remove(&(target, slot));
-        // A failed prefetch costs nothing: the reader that needs the block reads
-        // it again and sees the error itself.
-        if done.result.is_err() {
-            return;
-        }
-        match wanted {
-            Wanted::Page(id, generation) => shared.pages.offer(&id, slot, generation, done.block),
-            Wanted::Bucket(generation) => shared.values.offer(slot, generation, done.block),
+        if hint.bucket {
+            shared.values.prefetch(key, &mut self.fetches);
         }
     }
 }

@@ -69,7 +69,7 @@ impl ReadAhead {
             .spawn(move || {
                 let mut from = from;
                 loop {
-                    let run = shared.values.range(&shared.store, &from, RUN_BUCKETS);
+                    let run = shared.values.range(&from, RUN_BUCKETS);
                     let after = match &run {
                         Ok((_, after)) => after.filter(|a| end.is_none_or(|end| *a < end)),
                         Err(_) => None,
@@ -133,7 +133,7 @@ impl RangeIter {
                     .runs
                     .recv()
                     .map_err(|_| Error::Internal("the range reader stopped"))??,
-                None => s.values.range(&s.store, &from, FIRST_RUN)?,
+                None => s.values.range(&from, FIRST_RUN)?,
             };
             // After the read: the logs of every commit it may show are in.
             let changed = s.versions.changed_in(self.base, &from, after.as_ref())?;

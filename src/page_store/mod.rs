@@ -27,7 +27,7 @@ use index::SlotIndex;
 
 use crate::block::BlockBuf;
 use crate::store::{
-    stored_slot, Batch, BlockWrite, Catalog, Notes, Published, SlotSpace, Store, Target,
+    stored_slot, Batch, BlockWrite, Catalog, Fetches, Notes, Published, SlotSpace, Store, Target,
 };
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
@@ -87,14 +87,23 @@ impl PagePlan {
     }
 }
 
-/// What prefetching a page takes.
-pub(crate) enum Fetch {
+/// What asking to prefetch a page did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prefetch {
     /// Nothing: it is in RAM.
     Cached,
     /// Nothing: it is not stored.
     Absent,
-    /// Reading these slots (one of which may hold it), as of this generation.
-    Read(u64, Vec<u32>),
+    /// Started reading the slots that may hold it.
+    Started,
+}
+
+/// A prefetch read of a page in flight: which page, from which slot, as of
+/// which generation; handed back to [`PageStore::offer`] with the block.
+pub(crate) struct PageRead {
+    id: PageId,
+    slot: u32,
+    generation: u64,
 }
 
 struct Slots {
@@ -108,6 +117,8 @@ struct Slots {
 /// One writer: plan a commit, commit it, publish it (or drop the plan after a
 /// failed commit, which poisons the store) before planning the next.
 pub(crate) struct PageStore {
+    /// The engine its pages live in.
+    store: Arc<Store>,
     slots: RwLock<Slots>,
     cache: PageCache,
     /// Pages to read into the cache after an open that did not read them:
@@ -123,7 +134,7 @@ impl PageStore {
     /// and reads the pinned levels' pages; without a catalog, reads every used
     /// slot (each must hold a valid page; anything else is corruption) and
     /// hands the store the notes for a new one.
-    pub(crate) fn open(store: &Store, cache_pages: usize) -> Result<PageStore, Error> {
+    pub(crate) fn open(store: &Arc<Store>, cache_pages: usize) -> Result<PageStore, Error> {
         let length = store.meta().lengths[Target::Pages as usize];
         let mut slots = Slots {
             index: SlotIndex::new(store.seed()),
@@ -170,6 +181,7 @@ impl PageStore {
             }
         }
         Ok(PageStore {
+            store: store.clone(),
             slots: RwLock::new(slots),
             cache,
             to_warm: parking_lot::Mutex::new(to_warm),
@@ -202,7 +214,7 @@ impl PageStore {
     /// Reads up to `batch` of the pages an open from the catalog left out of
     /// the cache into it; false once none are left. A page a commit moved
     /// meanwhile is skipped, never cached from the slot it left.
-    pub(crate) fn warm(&self, store: &Store, batch: usize) -> Result<bool, Error> {
+    pub(crate) fn warm(&self, batch: usize) -> Result<bool, Error> {
         let chunk: Vec<(PageId, u32)> = {
             let mut to_warm = self.to_warm.lock();
             let from = to_warm.len().saturating_sub(batch);
@@ -212,7 +224,9 @@ impl PageStore {
             return Ok(false);
         }
         let generation = self.slots.read().published.generation();
-        let blocks = store.read_blocks(Target::Pages, chunk.iter().map(|&(_, s)| s as u64))?;
+        let blocks = self
+            .store
+            .read_blocks(Target::Pages, chunk.iter().map(|&(_, s)| s as u64))?;
         for (&(id, slot), block) in chunk.iter().zip(blocks) {
             let page = Page::from_block(block);
             if !self.cache.contains(&id) && is_page(&page, &id) {
@@ -241,32 +255,52 @@ impl PageStore {
         current
     }
 
-    /// What prefetching page `id` takes.
-    pub(crate) fn fetch_plan(&self, id: &PageId) -> Fetch {
+    /// Starts reading into `fetches` the slots that may hold page `id`,
+    /// unless it is cached or not stored.
+    pub(crate) fn prefetch<W: From<PageRead>>(
+        &self,
+        id: &PageId,
+        fetches: &mut Fetches<W>,
+    ) -> Prefetch {
         if self.cache.contains(id) {
-            return Fetch::Cached;
+            return Prefetch::Cached;
         }
-        let slots = self.slots.read();
-        let candidates: Vec<u32> = slots.index.candidates(id).collect();
-        match candidates.is_empty() {
-            true => Fetch::Absent,
-            false => Fetch::Read(slots.published.generation(), candidates),
+        let (generation, candidates) = {
+            let slots = self.slots.read();
+            let candidates: Vec<u32> = slots.index.candidates(id).collect();
+            (slots.published.generation(), candidates)
+        };
+        let mut started = Prefetch::Absent;
+        for slot in candidates {
+            let read = PageRead {
+                id: *id,
+                slot,
+                generation,
+            };
+            fetches.start(&self.store, Target::Pages, slot, W::from(read));
+            started = Prefetch::Started;
         }
+        started
     }
 
-    /// Caches a block prefetched from `slot` at `generation` if it is page
-    /// `id`'s committed version.
-    pub(crate) fn offer(&self, id: &PageId, slot: u32, generation: u64, block: BlockBuf) {
+    /// Caches a block a [`PageStore::prefetch`] read if it is the page's
+    /// committed version.
+    pub(crate) fn offer(&self, read: PageRead, block: BlockBuf) {
+        let PageRead {
+            id,
+            slot,
+            generation,
+        } = read;
         let page = Page::from_block(block);
-        if is_page(&page, id) && self.cache_read(id, slot, generation, Arc::new(page)) {
+        if is_page(&page, &id) && self.cache_read(&id, slot, generation, Arc::new(page)) {
             self.prefetched.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// The committed page `id`, or `None` if it is not stored. Safe beside a
     /// commit: only pages of the published state are returned and cached.
-    pub(crate) fn get(&self, store: &Store, id: &PageId) -> Result<Option<Arc<Page>>, Error> {
-        store.check_usable()?;
+    pub(crate) fn get(&self, id: &PageId) -> Result<Option<Arc<Page>>, Error> {
+        self.store.check_usable()?;
         loop {
             if let Some(page) = self.cache.get(id) {
                 self.hits.fetch_add(1, Ordering::Relaxed);
@@ -285,7 +319,7 @@ impl PageStore {
             self.misses.fetch_add(1, Ordering::Relaxed);
             let mut read: HashMap<u32, Result<BlockBuf, Error>> = candidates
                 .iter()
-                .map(|&slot| (slot, store.read(Target::Pages, slot as u64)))
+                .map(|&slot| (slot, self.store.read(Target::Pages, slot as u64)))
                 .collect();
             let found = find(&candidates, id, |slot| {
                 read.remove(&slot)
@@ -324,12 +358,7 @@ impl PageStore {
     /// `None` deletes one. Within one call a page changed twice keeps its
     /// last change; across calls a page may change only once. A page written
     /// goes to a free slot and its old slot is freed.
-    pub(crate) fn plan(
-        &self,
-        store: &Store,
-        plan: &mut PagePlan,
-        changes: PageChanges,
-    ) -> Result<(), Error> {
+    pub(crate) fn plan(&self, plan: &mut PagePlan, changes: PageChanges) -> Result<(), Error> {
         let mut last = HashMap::with_capacity(changes.len());
         for (i, (id, _)) in changes.iter().enumerate() {
             last.insert(*id, i);
@@ -342,7 +371,7 @@ impl PageStore {
             if !plan.changed.insert(id) {
                 return Err(Error::Internal("a page changed twice in one commit"));
             }
-            if let Some(old) = self.slot_of(store, &slots, &id)? {
+            if let Some(old) = self.slot_of(&slots, &id)? {
                 plan.freed.push((id, old));
                 // The new version is cached at publish. Keeping the old one
                 // until then held a commit's worth of pages (180 MB at 2^24
@@ -426,14 +455,14 @@ impl PageStore {
     /// The slot of page `id`, if stored. A fingerprint shared with another
     /// page costs reading the candidates, unless the page is cached and the
     /// only candidate.
-    fn slot_of(&self, store: &Store, slots: &Slots, id: &PageId) -> Result<Option<u32>, Error> {
+    fn slot_of(&self, slots: &Slots, id: &PageId) -> Result<Option<u32>, Error> {
         let candidates: Vec<u32> = slots.index.candidates(id).collect();
         if let ([slot], true) = (candidates.as_slice(), self.cache.contains(id)) {
             return Ok(Some(*slot));
         }
         let found = find(&candidates, id, |slot| {
             Ok(Arc::new(Page::from_block(
-                store.read(Target::Pages, slot as u64)?,
+                self.store.read(Target::Pages, slot as u64)?,
             )))
         })?;
         Ok(found.map(|(slot, _)| slot))

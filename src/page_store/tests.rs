@@ -3,8 +3,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Fetch, PagePlan, PageStore};
-use crate::store::{Batch, Store, StoreConfig, Target};
+use super::{PagePlan, PageRead, PageStore, Prefetch};
+use crate::store::{Batch, Fetches, Store, StoreConfig, Target};
 use crate::test_support::{faulty_store, Rng};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
@@ -31,7 +31,7 @@ fn commit(
     changes: Vec<(PageId, Option<Page>)>,
 ) -> Result<(), Error> {
     let seqno = store.meta().seqno + 1;
-    let mut plan = plan_of(pages, store, changes, seqno)?;
+    let mut plan = plan_of(pages, changes, seqno)?;
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
     let mut written = store.commit(batch)?;
@@ -42,29 +42,23 @@ fn commit(
 /// `changes` planned in one part.
 fn plan_of(
     pages: &PageStore,
-    store: &Store,
     changes: Vec<(PageId, Option<Page>)>,
     seqno: u64,
 ) -> Result<PagePlan, Error> {
     let mut plan = pages.begin_plan(seqno);
-    pages.plan(store, &mut plan, shared(changes))?;
+    pages.plan(&mut plan, shared(changes))?;
     Ok(plan)
 }
 
-fn open(dir: &Path, cache_pages: usize) -> (Store, PageStore) {
-    let store = Store::open(dir, StoreConfig::small()).unwrap();
+fn open(dir: &Path, cache_pages: usize) -> (Arc<Store>, PageStore) {
+    let store = Arc::new(Store::open(dir, StoreConfig::small()).unwrap());
     let pages = PageStore::open(&store, cache_pages).unwrap();
     (store, pages)
 }
 
-fn assert_matches(
-    store: &Store,
-    pages: &PageStore,
-    model: &BTreeMap<PageId, u8>,
-    universe: &[PageId],
-) {
+fn assert_matches(pages: &PageStore, model: &BTreeMap<PageId, u8>, universe: &[PageId]) {
     for id in universe {
-        let got = pages.get(store, id).unwrap().map(|p| p.node(5)[0]);
+        let got = pages.get(id).unwrap().map(|p| p.node(5)[0]);
         assert_eq!(got, model.get(id).copied(), "page {id:?}");
     }
     assert_eq!(pages.len(), model.len());
@@ -102,7 +96,7 @@ fn random_changes_match_a_model_across_reopens() {
             drop(store);
             (store, pages) = open(dir.path(), 50);
         }
-        assert_matches(&store, &pages, &model, &universe);
+        assert_matches(&pages, &model, &universe);
     }
     // Freed slots are reused: the file never outgrows the most pages ever live
     // plus one commit's worth.
@@ -123,12 +117,12 @@ fn a_lookup_reads_at_most_once_and_absent_pages_cost_nothing() {
     let reads = || store.io().counters.reads.load(Ordering::Relaxed);
     for id in &ids {
         let before = reads();
-        assert!(pages.get(&store, id).unwrap().is_some());
+        assert!(pages.get(id).unwrap().is_some());
         assert_eq!(reads() - before, 1);
     }
     let before = reads();
     for n in 1000..2000 {
-        assert!(pages.get(&store, &page_id(n * 4 + 3)).unwrap().is_none());
+        assert!(pages.get(&page_id(n * 4 + 3)).unwrap().is_none());
     }
     assert!(
         reads() - before <= 1,
@@ -164,7 +158,7 @@ fn a_damaged_page_is_an_error_at_open() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[4096 * 2 + 100] ^= 4;
     std::fs::write(&path, bytes).unwrap();
-    let store = Store::open(dir.path(), StoreConfig::small()).unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig::small()).unwrap());
     assert!(PageStore::open(&store, 10).is_err());
 }
 
@@ -181,10 +175,10 @@ fn a_page_changed_twice_in_one_plan_keeps_the_last_change() {
             (b, None),
         ];
         commit(&store, &pages, changes).unwrap();
-        assert_matches(&store, &pages, &BTreeMap::from([(a, 2)]), &[a, b]);
+        assert_matches(&pages, &BTreeMap::from([(a, 2)]), &[a, b]);
     }
-    let (store, pages) = open(dir.path(), 10);
-    assert_matches(&store, &pages, &BTreeMap::from([(a, 2)]), &[a, b]);
+    let (_, pages) = open(dir.path(), 10);
+    assert_matches(&pages, &BTreeMap::from([(a, 2)]), &[a, b]);
 }
 
 #[test]
@@ -205,7 +199,7 @@ fn a_plan_in_parts_with_writes_started_between_commits_as_one() {
                     .enumerate()
                     .map(|(i, id)| (*id, (round < 2 || i % 3 != 0).then(|| page(id, round))))
                     .collect();
-                pages.plan(&store, &mut plan, shared(changes)).unwrap();
+                pages.plan(&mut plan, shared(changes)).unwrap();
                 plan.stage(&mut batch);
                 store.write_early(&mut batch).unwrap();
             }
@@ -217,21 +211,21 @@ fn a_plan_in_parts_with_writes_started_between_commits_as_one() {
                 .filter(|(i, _)| round < 2 || i % 3 != 0)
                 .map(|(_, id)| (*id, round))
                 .collect();
-            assert_matches(&store, &pages, &model, &ids);
+            assert_matches(&pages, &model, &ids);
         }
         // A page in two parts of one plan is refused.
         let mut plan = pages.begin_plan(store.meta().seqno + 1);
         let a = ids[1];
         pages
-            .plan(&store, &mut plan, shared(vec![(a, Some(page(&a, 9)))]))
+            .plan(&mut plan, shared(vec![(a, Some(page(&a, 9)))]))
             .unwrap();
         assert!(matches!(
-            pages.plan(&store, &mut plan, shared(vec![(a, None)])),
+            pages.plan(&mut plan, shared(vec![(a, None)])),
             Err(Error::Internal(_))
         ));
     }
-    let (store, pages) = open(dir.path(), 10);
-    assert_matches(&store, &pages, &model, &ids);
+    let (_, pages) = open(dir.path(), 10);
+    assert_matches(&pages, &model, &ids);
 }
 
 #[test]
@@ -251,7 +245,7 @@ fn a_page_whose_stored_id_is_damaged_is_an_error_not_absent() {
     file.read_exact_at(&mut byte, at).unwrap();
     file.write_all_at(&[byte[0] ^ 0x20], at).unwrap();
     file.sync_all().unwrap();
-    assert!(matches!(pages.get(&store, &id), Err(Error::Corrupt { .. })));
+    assert!(matches!(pages.get(&id), Err(Error::Corrupt { .. })));
     assert!(matches!(
         commit(&store, &pages, vec![(id, None)]),
         Err(Error::Corrupt { .. })
@@ -265,14 +259,11 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
     let pages = PageStore::open(&store, 10).unwrap();
     let root = PageId::ROOT;
     commit(&store, &pages, vec![(root, Some(page(&root, 1)))]).unwrap();
-    assert!(pages.get(&store, &root).unwrap().is_some()); // pinned: from RAM
+    assert!(pages.get(&root).unwrap().is_some()); // pinned: from RAM
     faults.writes_left.store(0, Ordering::SeqCst);
     assert!(commit(&store, &pages, vec![(root, Some(page(&root, 2)))]).is_err());
-    assert!(matches!(pages.get(&store, &root), Err(Error::Poisoned)));
-    assert!(matches!(
-        pages.get(&store, &page_id(1000)),
-        Err(Error::Poisoned)
-    ));
+    assert!(matches!(pages.get(&root), Err(Error::Poisoned)));
+    assert!(matches!(pages.get(&page_id(1000)), Err(Error::Poisoned)));
 }
 
 #[test]
@@ -298,8 +289,7 @@ fn reads_during_commits_see_published_pages_only() {
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2u64)
         .map(|t| {
-            let (store, pages, published, publishing, stop, stable) = (
-                store.clone(),
+            let (pages, published, publishing, stop, stable) = (
                 pages.clone(),
                 published.clone(),
                 publishing.clone(),
@@ -312,7 +302,7 @@ fn reads_during_commits_see_published_pages_only() {
                 while !stop.load(Ordering::SeqCst) {
                     let id = &stable[(rng.next() % stable.len() as u64) as usize];
                     let before = published.load(Ordering::SeqCst);
-                    let page = pages.get(&store, id).unwrap().expect("stable pages exist");
+                    let page = pages.get(id).unwrap().expect("stable pages exist");
                     let after = publishing.load(Ordering::SeqCst);
                     let round = page.node(5)[0] as u64;
                     assert!(
@@ -331,7 +321,7 @@ fn reads_during_commits_see_published_pages_only() {
         let churn = (0..50).map(|n| page_id(10_000 + (n + 50 * (round as u64 % 2)) * 4 + 3));
         changes.extend(churn.map(|id| (id, (round % 3 != 0).then(|| page(&id, round)))));
         let seqno = store.meta().seqno + 1;
-        let mut plan = plan_of(&pages, &store, changes, seqno).unwrap();
+        let mut plan = plan_of(&pages, changes, seqno).unwrap();
         let mut batch = Batch::new([0; 32], store.meta().lengths);
         plan.stage(&mut batch);
         let mut written = store.commit(batch).unwrap();
@@ -379,7 +369,7 @@ mod model {
                     drop(store);
                     (store, pages) = open(dir.path(), 20);
                 }
-                assert_matches(&store, &pages, &model, &universe);
+                assert_matches(&pages, &model, &universe);
             }
         }
     }
@@ -398,17 +388,17 @@ fn a_plan_that_is_never_committed_frees_nothing() {
             .collect()
     };
     commit(&store, &pages, all(1)).unwrap();
-    let dropped = plan_of(&pages, &store, all(2), store.meta().seqno + 1).unwrap();
+    let dropped = plan_of(&pages, all(2), store.meta().seqno + 1).unwrap();
     drop(dropped);
     // Had the dropped plan's frees taken effect, this commit's writes would
     // land on the durable pages: the store refuses that, and the pages read
     // back would be wrong.
     commit(&store, &pages, all(3)).unwrap();
     let model: BTreeMap<PageId, u8> = ids.iter().map(|id| (*id, 3)).collect();
-    assert_matches(&store, &pages, &model, &ids);
+    assert_matches(&pages, &model, &ids);
     drop((store, pages));
-    let (store, pages) = open(dir.path(), 0);
-    assert_matches(&store, &pages, &model, &ids);
+    let (_, pages) = open(dir.path(), 0);
+    assert_matches(&pages, &model, &ids);
 }
 
 /// Changes as the commit pipeline hands them over: pages shared.
@@ -446,9 +436,9 @@ fn the_warmer_never_caches_a_page_from_the_slot_it_left() {
     commit(&store, &pages, vec![(id, Some(page(&id, 2)))]).unwrap();
     assert_ne!(slot_of(&pages, &id), old);
     pages.cache.release(&id);
-    while pages.warm(&store, 256).unwrap() {}
+    while pages.warm(256).unwrap() {}
     assert!(!pages.cache.contains(&id), "the old version was cached");
-    assert_eq!(pages.get(&store, &id).unwrap().unwrap().node(5)[0], 2);
+    assert_eq!(pages.get(&id).unwrap().unwrap().node(5)[0], 2);
 }
 
 #[test]
@@ -460,15 +450,24 @@ fn a_prefetched_block_from_a_page_s_old_slot_is_not_cached() {
     let old = slot_of(&pages, &id);
     commit(&store, &pages, vec![(id, Some(page(&id, 2)))]).unwrap();
     pages.cache.release(&id);
-    let Fetch::Read(generation, slots) = pages.fetch_plan(&id) else {
-        panic!("page {id:?} neither cached nor absent");
-    };
-    assert!(!slots.contains(&old));
+    let mut fetches = Fetches::<PageRead>::new();
+    assert_eq!(pages.prefetch(&id, &mut fetches), Prefetch::Started);
+    let mut reads = Vec::new();
+    while fetches.len() > 0 {
+        let done = fetches.arrivals().recv().unwrap();
+        reads.extend(fetches.finish(done));
+    }
+    assert!(reads.iter().all(|(read, _)| read.slot != old));
     // The old slot, read at the current generation, still holds version 1.
-    let block = store.read(Target::Pages, old as u64).unwrap();
-    pages.offer(&id, old, generation, block);
+    let stale = PageRead {
+        id,
+        slot: old,
+        generation: reads[0].0.generation,
+    };
+    pages.offer(stale, store.read(Target::Pages, old as u64).unwrap());
     assert!(!pages.cache.contains(&id), "the old version was cached");
-    let block = store.read(Target::Pages, slots[0] as u64).unwrap();
-    pages.offer(&id, slots[0], generation, block);
+    for (read, block) in reads {
+        pages.offer(read, block);
+    }
     assert_eq!(pages.cache.get(&id).unwrap().node(5)[0], 2);
 }

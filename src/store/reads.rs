@@ -1,31 +1,81 @@
 //! Reads of blocks by slot, for the stores above: one at a time, many at
-//! once, or started and answered on a channel.
+//! once, or started for a prefetcher ([`Fetches`]) and answered on its
+//! channel.
+
+use std::collections::{HashMap, HashSet};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
 
 use super::{Store, Target};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::io::{Done, Job, Op};
 use crate::Error;
 
-impl Store {
-    /// Starts reading slot `slot` of `target`: the block arrives on `reply`,
-    /// tagged `tag`. For a reader that keeps many reads in flight.
-    pub(crate) fn start_read(
-        &self,
-        target: Target,
-        slot: u32,
-        tag: u64,
-        reply: &crossbeam_channel::Sender<Done>,
-    ) {
-        self.io.submit(Job {
-            file: self.file(target).clone(),
+/// Block reads started for a prefetcher, answered on one channel, each with
+/// what the store that started it wants done with the block (`W`, the
+/// store's own token: where it read and as of which generation). Each block
+/// is read once at a time. The prefetcher hands keys to the stores and tokens
+/// back to them; it never sees a slot.
+pub(crate) struct Fetches<W> {
+    reply: Sender<Done>,
+    arrivals: Receiver<Done>,
+    next_tag: u64,
+    in_flight: HashMap<u64, ((Target, u32), W)>,
+    reading: HashSet<(Target, u32)>,
+}
+
+impl<W> Fetches<W> {
+    pub(crate) fn new() -> Fetches<W> {
+        let (reply, arrivals) = unbounded();
+        Fetches {
+            reply,
+            arrivals,
+            next_tag: 0,
+            in_flight: HashMap::new(),
+            reading: HashSet::new(),
+        }
+    }
+
+    /// Where finished reads arrive, for [`Fetches::finish`].
+    pub(crate) fn arrivals(&self) -> &Receiver<Done> {
+        &self.arrivals
+    }
+
+    /// Reads in flight.
+    pub(crate) fn len(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Starts reading `slot` of `target` for `wanted`, unless that block is
+    /// being read already.
+    pub(crate) fn start(&mut self, store: &Store, target: Target, slot: u32, wanted: W) {
+        if !self.reading.insert((target, slot)) {
+            return;
+        }
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.in_flight.insert(tag, ((target, slot), wanted));
+        store.io.submit(Job {
+            file: store.file(target).clone(),
             op: Op::Read,
             offset: slot as u64 * BLOCK_SIZE as u64,
             block: Block::for_read(),
             tag,
-            reply: reply.clone(),
+            reply: self.reply.clone(),
         });
     }
 
+    /// The token and block of the read `done` answered; `None` if it failed
+    /// (the reader that needs the block reads it again and sees the error).
+    pub(crate) fn finish(&mut self, done: Done) -> Option<(W, BlockBuf)> {
+        let (place, wanted) = self.in_flight.remove(&done.tag)?;
+        self.reading.remove(&place);
+        done.result.ok()?;
+        Some((wanted, done.block))
+    }
+}
+
+impl Store {
     /// Whether the data files bypass the OS page cache.
     pub(crate) fn is_direct(&self) -> bool {
         self.file(Target::Pages).is_direct()

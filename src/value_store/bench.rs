@@ -60,7 +60,7 @@ fn random_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = dir.unwrap_or_else(|| tmp.path().to_path_buf());
     {
-        let store = Store::open(&dir, StoreConfig::default()).unwrap();
+        let store = Arc::new(Store::open(&dir, StoreConfig::default()).unwrap());
         let values = ValueStore::open(&store, 0).unwrap();
         if values.len() as u64 != n {
             assert_eq!(values.len(), 0, "{} holds another database", dir.display());
@@ -69,7 +69,7 @@ fn random_reads() {
     }
     drop_caches();
     let opened = Instant::now();
-    let store = Store::open(&dir, StoreConfig::default()).unwrap();
+    let store = Arc::new(Store::open(&dir, StoreConfig::default()).unwrap());
     let values = ValueStore::open(&store, 0).unwrap();
     let open_s = opened.elapsed().as_secs_f64();
     let bytes = store.meta().lengths[Target::Buckets as usize] * BLOCK_SIZE as u64;
@@ -113,10 +113,7 @@ fn random_reads() {
     let (reads, started) = (20_000, Instant::now());
     for _ in 0..reads {
         let i = next_key();
-        assert_eq!(
-            values.get(&store, &key(i)).unwrap(),
-            Some(i.to_be_bytes().to_vec())
-        );
+        assert_eq!(values.get(&key(i)).unwrap(), Some(i.to_be_bytes().to_vec()));
     }
     let qd1 = reads as f64 / started.elapsed().as_secs_f64();
     eprintln!("QD1:   {qd1:.0} reads/s");

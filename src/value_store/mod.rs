@@ -44,7 +44,9 @@ use overflow::Extents;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
-use crate::store::{stored_slot, Batch, BlockWrite, Notes, Published, SlotSpace, Store, Target};
+use crate::store::{
+    stored_slot, Batch, BlockWrite, Fetches, Notes, Published, SlotSpace, Store, Target,
+};
 use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
@@ -96,11 +98,20 @@ pub(crate) struct ValuePlan {
 /// A bucket block, or why the one read from the disk is not a bucket.
 type Checked = Result<Arc<BlockBuf>, Error>;
 
+/// A prefetch read of a bucket in flight: from which slot, as of which
+/// generation; handed back to [`ValueStore::offer`] with the block.
+pub(crate) struct BucketRead {
+    slot: u32,
+    generation: u64,
+}
+
 /// Keys and values on disk, with the RAM directory.
 ///
 /// One writer: plan a commit, commit it, publish it (or drop the plan after a
 /// failed commit, which poisons the store) before planning the next.
 pub(crate) struct ValueStore {
+    /// The engine its buckets live in.
+    store: Arc<Store>,
     state: RwLock<ValueIndex>,
     /// Committed bucket blocks by slot.
     cache: ClockCache<u32, Arc<BlockBuf>>,
@@ -112,7 +123,7 @@ impl ValueStore {
     /// Builds the directory and free space from the catalog of `store`, or
     /// without one, by reading every used bucket (and hands the store the
     /// notes for a new one); caches up to `cache_bytes` of buckets.
-    pub(crate) fn open(store: &Store, cache_bytes: usize) -> Result<ValueStore, Error> {
+    pub(crate) fn open(store: &Arc<Store>, cache_bytes: usize) -> Result<ValueStore, Error> {
         let meta = store.meta();
         let buckets_len = meta.lengths[Target::Buckets as usize];
         let mut state = ValueIndex {
@@ -136,6 +147,7 @@ impl ValueStore {
         }
         state.extents = Extents::from_used(used_extents, meta.lengths[Target::Overflow as usize])?;
         Ok(ValueStore {
+            store: store.clone(),
             state: RwLock::new(state),
             cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
             hits: AtomicU64::new(0),
@@ -151,20 +163,30 @@ impl ValueStore {
         )
     }
 
-    /// What to read to prefetch the bucket whose range covers `key`: its slot
-    /// and the generation it belongs to; `None` if cached. Also for an absent
-    /// key: the commit that inserts it reads that bucket, to rebuild the key's
-    /// subtree and to add the entry.
-    pub(crate) fn fetch_plan(&self, key: &KeyPath) -> Option<(u64, u32)> {
-        let state = self.state.read();
-        let (_, meta) = state.dir.bucket_of(key)?;
-        let slot = meta.slot;
-        (!self.cache.contains(&slot)).then_some((state.published.generation(), slot))
+    /// Starts reading into `fetches` the bucket whose range covers `key`,
+    /// unless it is cached. Also for an absent key: the commit that inserts
+    /// it reads that bucket, to rebuild the key's subtree and to add the
+    /// entry.
+    pub(crate) fn prefetch<W: From<BucketRead>>(&self, key: &KeyPath, fetches: &mut Fetches<W>) {
+        let read = {
+            let state = self.state.read();
+            let Some((_, meta)) = state.dir.bucket_of(key) else {
+                return;
+            };
+            BucketRead {
+                slot: meta.slot,
+                generation: state.published.generation(),
+            }
+        };
+        if !self.cache.contains(&read.slot) {
+            let slot = read.slot;
+            fetches.start(&self.store, Target::Buckets, slot, W::from(read));
+        }
     }
 
-    /// Caches a bucket prefetched from `slot` at `generation` if it is still the
+    /// Caches a bucket a [`ValueStore::prefetch`] read if it is still the
     /// committed one.
-    pub(crate) fn offer(&self, slot: u32, generation: u64, block: BlockBuf) {
+    pub(crate) fn offer(&self, read: BucketRead, block: BlockBuf) {
         // A bad block is left for the read that needs it to report. Checked
         // before the lock, which a publish waits on.
         if bucket::verify(&block).is_err() {
@@ -172,8 +194,8 @@ impl ValueStore {
         }
         // Held while caching, so no publish frees the slot in between.
         let state = self.state.read();
-        if state.published.is_current(generation) {
-            self.cache.insert(slot, Arc::new(block));
+        if state.published.is_current(read.generation) {
+            self.cache.insert(read.slot, Arc::new(block));
         }
     }
 
@@ -182,7 +204,7 @@ impl ValueStore {
     /// is that error instead. The caller checks that they are committed ones
     /// (the generation) before using or caching them: a slot a publish freed
     /// may hold anything, so a failed check there means looking again.
-    fn read_buckets(&self, store: &Store, slots: &[u32]) -> Result<Vec<(Checked, bool)>, Error> {
+    fn read_buckets(&self, slots: &[u32]) -> Result<Vec<(Checked, bool)>, Error> {
         let mut found: Vec<Option<(Checked, bool)>> = slots
             .iter()
             .map(|s| self.cache.get(s).map(|b| (Ok(b), false)))
@@ -194,8 +216,10 @@ impl ValueStore {
             .fetch_add(missing.len() as u64, Ordering::Relaxed);
         let blocks = match missing.as_slice() {
             [] => Vec::new(),
-            [one] => vec![store.read(Target::Buckets, slots[*one] as u64)?],
-            many => store.read_blocks(Target::Buckets, many.iter().map(|&i| slots[i] as u64))?,
+            [one] => vec![self.store.read(Target::Buckets, slots[*one] as u64)?],
+            many => self
+                .store
+                .read_blocks(Target::Buckets, many.iter().map(|&i| slots[i] as u64))?,
         };
         for (i, block) in missing.into_iter().zip(blocks) {
             let checked = bucket::verify(&block)
@@ -208,8 +232,8 @@ impl ValueStore {
 
     /// The committed bucket at `slot`, from the cache or verified from the
     /// disk, not cached: for a plan, under the state's read lock.
-    fn read_one(&self, store: &Store, slot: u32) -> Result<Arc<BlockBuf>, Error> {
-        let mut read = self.read_buckets(store, &[slot])?;
+    fn read_one(&self, slot: u32) -> Result<Arc<BlockBuf>, Error> {
+        let mut read = self.read_buckets(&[slot])?;
         read.pop()
             .ok_or(Error::Internal("a bucket read answered nothing"))?
             .0
@@ -246,19 +270,18 @@ impl ValueStore {
     /// Blocks read from the disk are cached if `keep`; a scan passes over.
     fn with_committed(
         &self,
-        store: &Store,
         keep: bool,
         slots_of: impl Fn(&Directory) -> Vec<u32>,
         mut f: impl FnMut(&Block) -> Result<(), Error>,
     ) -> Result<(), Error> {
         // Even answers from RAM alone: a poisoned store answers nothing.
-        store.check_usable()?;
+        self.store.check_usable()?;
         loop {
             let (generation, slots) = {
                 let state = self.state.read();
                 (state.published.generation(), slots_of(&state.dir))
             };
-            let blocks = self.read_buckets(store, &slots)?;
+            let blocks = self.read_buckets(&slots)?;
             let state = self.state.read();
             if !state.published.is_current(generation) {
                 continue;
@@ -277,13 +300,13 @@ impl ValueStore {
         }
     }
 
-    fn entry(&self, store: &Store, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
+    fn entry(&self, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
         let mut found = None;
         let slot_of = |dir: &Directory| match dir.bucket_of(key) {
             Some((_, meta)) if dir.may_hold(meta, key) => vec![meta.slot],
             _ => Vec::new(),
         };
-        self.with_committed(store, true, slot_of, |block| {
+        self.with_committed(true, slot_of, |block| {
             found = bucket::find(block, key)?;
             Ok(())
         })?;
@@ -291,10 +314,10 @@ impl ValueStore {
     }
 
     /// The value of `key`.
-    pub(crate) fn get(&self, store: &Store, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
+    pub(crate) fn get(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         loop {
             let generation = self.state.read().published.generation();
-            let (len, hash, start) = match self.entry(store, key)? {
+            let (len, hash, start) = match self.entry(key)? {
                 None => return Ok(None),
                 Some(BucketEntry {
                     stored: Stored::Inline(v),
@@ -305,7 +328,7 @@ impl ValueStore {
                     ..
                 }) => (len, hash, start),
             };
-            if let Some(value) = self.read_overflow(store, generation, len, &hash, start)? {
+            if let Some(value) = self.read_overflow(generation, len, &hash, start)? {
                 return Ok(Some(value));
             }
         }
@@ -316,13 +339,12 @@ impl ValueStore {
     /// another value by now: the caller looks again.
     fn read_overflow(
         &self,
-        store: &Store,
         generation: u64,
         len: u32,
         hash: &ValueHash,
         start: u64,
     ) -> Result<Option<Vec<u8>>, Error> {
-        match overflow::read(store, len, hash, start) {
+        match overflow::read(&self.store, len, hash, start) {
             Err(Error::Corrupt { .. }) if !self.state.read().published.is_current(generation) => {
                 Ok(None)
             }
@@ -334,14 +356,12 @@ impl ValueStore {
     /// hash, in key order.
     pub(crate) fn entries_with_prefix(
         &self,
-        store: &Store,
         path: &KeyPath,
         depth: usize,
     ) -> Result<Vec<(KeyPath, ValueHash)>, Error> {
         let start = prefix(path, depth);
         let mut out = Vec::new();
         self.with_committed(
-            store,
             true,
             |dir| dir.overlapping(&start, depth),
             |block| {
@@ -366,12 +386,7 @@ impl ValueStore {
     /// one published state, and the smallest key of the bucket after them
     /// (`None`: they were the last). Every stored key from `from` up to that
     /// one is among the entries.
-    pub(crate) fn range(
-        &self,
-        store: &Store,
-        from: &KeyPath,
-        buckets: usize,
-    ) -> Result<BucketRun, Error> {
+    pub(crate) fn range(&self, from: &KeyPath, buckets: usize) -> Result<BucketRun, Error> {
         loop {
             let generation = self.state.read().published.generation();
             let after = std::cell::Cell::new(None);
@@ -383,7 +398,7 @@ impl ValueStore {
                 after.set(next);
                 slots
             };
-            self.with_committed(store, false, run, |block| {
+            self.with_committed(false, run, |block| {
                 for e in bucket::entries(block)? {
                     let e = e?;
                     if e.key < *from {
@@ -398,7 +413,7 @@ impl ValueStore {
             })?;
             let mut moved = false;
             for (i, len, hash, start) in overflows {
-                match self.read_overflow(store, generation, len, &hash, start)? {
+                match self.read_overflow(generation, len, &hash, start)? {
                     Some(value) => out[i].1 = value,
                     None => {
                         moved = true;
@@ -415,7 +430,7 @@ impl ValueStore {
     /// Keys to cut the stored state at so that each piece holds about
     /// `bytes` of keys and values, ascending, each a bucket's smallest (so
     /// present) key. Sizes are estimated from a sample of buckets.
-    pub(crate) fn cut_points(&self, store: &Store, bytes: usize) -> Result<Vec<KeyPath>, Error> {
+    pub(crate) fn cut_points(&self, bytes: usize) -> Result<Vec<KeyPath>, Error> {
         const SAMPLE: usize = 32;
         // Bytes per entry in sampled buckets, evenly spaced; overflow values
         // count by the length their entry records, unread.
@@ -424,7 +439,7 @@ impl ValueStore {
             let step = dir.buckets().div_ceil(SAMPLE).max(1);
             dir.sizes().step_by(step).map(|(_, slot, _)| slot).collect()
         };
-        self.with_committed(store, false, sample, |block| {
+        self.with_committed(false, sample, |block| {
             for e in bucket::entries(block)? {
                 entries += 1;
                 total += 32 + e?.value_len();
@@ -452,7 +467,6 @@ impl ValueStore {
     /// planned. Nothing changes until [`ValueStore::publish`].
     pub(crate) fn plan(
         &self,
-        store: &Store,
         changes: &[(KeyPath, Option<Vec<u8>>)],
         seqno: u64,
         mut early: impl FnMut(&mut ValuePlan) -> Result<(), Error>,
@@ -484,7 +498,7 @@ impl ValueStore {
         // Every bucket with changes, read at once.
         let mut touched: Vec<u32> = homes.iter().flatten().map(|&(_, slot)| slot).collect();
         touched.dedup();
-        let blocks = self.read_buckets(store, &touched)?;
+        let blocks = self.read_buckets(&touched)?;
         let mut read = std::collections::HashMap::with_capacity(touched.len());
         for (slot, (block, from_disk)) in touched.into_iter().zip(blocks) {
             // The trie update that follows rebuilds elided subtrees from these
@@ -499,7 +513,7 @@ impl ValueStore {
 
         // Buckets are rewritten in runs of adjacent ones, so that a bucket left
         // nearly empty merges with the next, and one overflowing can share with it.
-        let neighbour = |slot| self.read_one(store, slot);
+        let neighbour = |slot| self.read_one(slot);
         let mut run = Run::default();
         // One bucket's entries before the changes, reused from bucket to bucket.
         let mut old = Vec::new();
@@ -537,7 +551,7 @@ impl ValueStore {
         plan.flush(&mut run, &neighbour, &state.dir, None)?;
         // Space is released only at publish, so these still hold the old values.
         for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
-            plan.previous[i].1 = Some(overflow::read(store, len, &hash, start)?);
+            plan.previous[i].1 = Some(overflow::read(&self.store, len, &hash, start)?);
         }
         Ok(plan)
     }

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::{ValueStore, INLINE_MAX};
 use crate::block::BLOCK_SIZE;
@@ -16,8 +17,8 @@ fn commit(store: &Store, values: &ValueStore, changes: Changes) {
     commit_values(store, values, &changes, || {});
 }
 
-fn open(dir: &Path) -> (Store, ValueStore) {
-    let store = Store::open(dir, StoreConfig::small()).unwrap();
+fn open(dir: &Path) -> (Arc<Store>, ValueStore) {
+    let store = Arc::new(Store::open(dir, StoreConfig::small()).unwrap());
     let values = ValueStore::open(&store, 16 * 4096).unwrap();
     (store, values)
 }
@@ -68,7 +69,7 @@ fn random_changes_match_a_model_across_reopens() {
         assert_eq!(values.len(), model.len());
         for i in (0..3000).step_by(7) {
             assert_eq!(
-                values.get(&store, &key(i)).unwrap(),
+                values.get(&key(i)).unwrap(),
                 model.get(&key(i)).cloned(),
                 "round {round} key {i}"
             );
@@ -104,7 +105,7 @@ fn value_sizes_from_empty_to_16_mib() {
     let (store, values) = open(dir.path());
     for &s in &sizes {
         assert_eq!(
-            values.get(&store, &key(s as u64)).unwrap(),
+            values.get(&key(s as u64)).unwrap(),
             Some(value(s, 1)),
             "size {s}"
         );
@@ -133,10 +134,10 @@ fn value_sizes_from_empty_to_16_mib() {
     );
     for &s in &sizes {
         assert_eq!(
-            values.get(&store, &key(1000 + s as u64)).unwrap(),
+            values.get(&key(1000 + s as u64)).unwrap(),
             Some(value(s, 2))
         );
-        assert_eq!(values.get(&store, &key(s as u64)).unwrap(), Some(vec![7]));
+        assert_eq!(values.get(&key(s as u64)).unwrap(), Some(vec![7]));
     }
 }
 
@@ -178,11 +179,8 @@ fn grows_to_a_million_entries_then_shrinks_after_mass_deletion() {
     let before = reads(&store);
     for _ in 0..2000 {
         let i = rng.next() % n;
-        assert_eq!(
-            values.get(&store, &key(i)).unwrap(),
-            Some(i.to_be_bytes().to_vec())
-        );
-        assert_eq!(values.get(&store, &key(n + i)).unwrap(), None);
+        assert_eq!(values.get(&key(i)).unwrap(), Some(i.to_be_bytes().to_vec()));
+        assert_eq!(values.get(&key(n + i)).unwrap(), None);
     }
     let per_read = (reads(&store) - before) as f64 / 2000.0;
     assert!(
@@ -206,7 +204,7 @@ fn grows_to_a_million_entries_then_shrinks_after_mass_deletion() {
     );
     for i in (0..n).step_by(997) {
         let expected = (i % 16 == 0).then(|| i.to_be_bytes().to_vec());
-        assert_eq!(values.get(&store, &key(i)).unwrap(), expected);
+        assert_eq!(values.get(&key(i)).unwrap(), expected);
     }
     commit(
         &store,
@@ -222,7 +220,7 @@ fn grows_to_a_million_entries_then_shrinks_after_mass_deletion() {
 #[test]
 fn clustered_keys_keep_reads_at_one() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), StoreConfig::small()).unwrap();
+    let store = Arc::new(Store::open(dir.path(), StoreConfig::small()).unwrap());
     // No bucket cache: the test counts what a lookup costs on disk.
     let values = ValueStore::open(&store, 0).unwrap();
     let mut rng = Rng(77);
@@ -241,7 +239,7 @@ fn clustered_keys_keep_reads_at_one() {
     );
     let before = reads(&store);
     for k in keys.iter().step_by(7) {
-        assert_eq!(values.get(&store, k).unwrap(), Some(k[..8].to_vec()));
+        assert_eq!(values.get(k).unwrap(), Some(k[..8].to_vec()));
     }
     let gets = keys.iter().step_by(7).count() as u64;
     assert_eq!(
@@ -254,7 +252,7 @@ fn clustered_keys_keep_reads_at_one() {
     for k in keys.iter().step_by(7) {
         let mut absent = *k;
         absent[31] ^= 0x55;
-        assert_eq!(values.get(&store, &absent).unwrap(), None);
+        assert_eq!(values.get(&absent).unwrap(), None);
     }
     assert!(reads(&store) - before <= gets / 100 + 1);
 }
@@ -275,7 +273,7 @@ fn prefix_queries_read_one_bucket_when_deep_enough() {
         let probe = key(rng.next() % 60_000);
         let depth = 14 + (rng.next() % 20) as usize;
         let before = reads(&store);
-        let got = values.entries_with_prefix(&store, &probe, depth).unwrap();
+        let got = values.entries_with_prefix(&probe, depth).unwrap();
         single_reads += (reads(&store) - before == 1) as u32;
         let expected: Vec<_> = model
             .iter()
@@ -339,7 +337,7 @@ mod model {
                 }
                 prop_assert_eq!(values.len(), model.len());
                 for i in 0..400 {
-                    prop_assert_eq!(values.get(&store, &key(i)).unwrap(), model.get(&key(i)).cloned());
+                    prop_assert_eq!(values.get(&key(i)).unwrap(), model.get(&key(i)).cloned());
                 }
             }
         }
@@ -352,11 +350,10 @@ mod model {
 #[test]
 fn reads_during_commits_see_published_values_only() {
     use std::sync::atomic::{AtomicBool, AtomicU64};
-    use std::sync::Arc;
 
     let dir = tempfile::tempdir().unwrap();
     let (store, values) = open(dir.path());
-    let (store, values) = (Arc::new(store), Arc::new(values));
+    let values = Arc::new(values);
     let stable: Vec<KeyPath> = (0..3000).map(key).collect();
     // Round r writes r to every stable key; round 0 is published before readers start.
     commit(
@@ -375,8 +372,7 @@ fn reads_during_commits_see_published_values_only() {
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|t| {
-            let (store, values, published, publishing, stop, stable) = (
-                store.clone(),
+            let (values, published, publishing, stop, stable) = (
                 values.clone(),
                 published.clone(),
                 publishing.clone(),
@@ -389,7 +385,7 @@ fn reads_during_commits_see_published_values_only() {
                 while !stop.load(Ordering::SeqCst) {
                     let k = &stable[(rng.next() % stable.len() as u64) as usize];
                     let before = published.load(Ordering::SeqCst);
-                    let v = values.get(&store, k).unwrap().expect("stable keys exist");
+                    let v = values.get(k).unwrap().expect("stable keys exist");
                     let after = publishing.load(Ordering::SeqCst);
                     let round = u64::from_le_bytes(v.try_into().unwrap());
                     assert!(
@@ -432,17 +428,17 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
     commit(&store, &values, Changes::from([(key(1), Some(vec![1]))]));
     // An absent key is answered from the RAM summaries alone.
     let before = reads(&store);
-    assert_eq!(values.get(&store, &key(2)).unwrap(), None);
+    assert_eq!(values.get(&key(2)).unwrap(), None);
     assert_eq!(reads(&store), before);
     faults.writes_left.store(0, Ordering::SeqCst);
     let mut plan = values
-        .plan(&store, &[(key(3), Some(vec![3]))], 2, |_| Ok(()))
+        .plan(&[(key(3), Some(vec![3]))], 2, |_| Ok(()))
         .unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
     assert!(store.commit(batch).is_err());
-    assert!(matches!(values.get(&store, &key(2)), Err(Error::Poisoned)));
-    assert!(matches!(values.get(&store, &key(1)), Err(Error::Poisoned)));
+    assert!(matches!(values.get(&key(2)), Err(Error::Poisoned)));
+    assert!(matches!(values.get(&key(1)), Err(Error::Poisoned)));
 }
 
 #[test]
