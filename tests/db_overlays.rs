@@ -260,8 +260,12 @@ proptest! {
                         prop_assert!(already);
                     }
                     match overlay.commit() {
-                        Ok(()) => {
+                        Ok(root) => {
                             prop_assert!(expected, "committed off the chain");
+                            prop_assert_eq!(root, overlay.root());
+                            if !already {
+                                prop_assert_eq!(db.root().unwrap(), root);
+                            }
                             if already {
                                 // Committed as the same state: it counts as
                                 // committed from now on, whatever comes after.

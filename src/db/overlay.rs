@@ -71,7 +71,10 @@ impl Base {
     /// reported as an ancestor's ([`Error::AncestorFailed`]).
     pub(super) fn commit_parent(&self) -> Result<(), Error> {
         match self.parent() {
-            Some(parent) => parent.commit().map_err(|e| e.of_ancestor(parent.root())),
+            Some(parent) => parent
+                .commit()
+                .map(drop)
+                .map_err(|e| e.of_ancestor(parent.root())),
             None => Ok(()),
         }
     }
@@ -263,10 +266,12 @@ impl Overlay {
         Ok(false)
     }
 
-    /// Makes it durable, after its uncommitted ancestors, in order; on return
-    /// it survives any crash. Committing it again does nothing, and neither
-    /// does committing it when the committed state is the same as its own
-    /// (the same root at the same height, from another fork).
+    /// Makes it durable, after its uncommitted ancestors, in order, and
+    /// returns its root, now the committed one; on return it survives any
+    /// crash. Committing it again does nothing, and neither does committing
+    /// it when the committed state is the same as its own (the same root at
+    /// the same height, from another fork). Like [`crate::Session::commit`],
+    /// it returns the root; the witness is [`Overlay::witness`].
     ///
     /// Fails with [`Error::StaleSession`], changing nothing of its own, if the
     /// committed root is no longer its parent's: another fork was committed.
@@ -275,10 +280,11 @@ impl Overlay {
     /// the failure stay committed. A commit refused with nothing changed (a
     /// full disk, say) can be tried again, and sessions built on it still
     /// commit after it.
-    pub fn commit(&self) -> Result<(), Error> {
+    pub fn commit(&self) -> Result<Node, Error> {
+        let root = self.node.head.root;
         let mut pending = self.node.pending.lock();
         if self.node.committed.load(Ordering::SeqCst) {
-            return Ok(());
+            return Ok(root);
         }
         let shared = &self.node.shared;
         shared.store.check_usable()?;
@@ -296,7 +302,7 @@ impl Overlay {
             }
         }
         self.committed(&mut pending);
-        Ok(())
+        Ok(root)
     }
 
     /// Marks it committed: its update (`pending`, locked) and its parent are

@@ -70,14 +70,11 @@ impl PagePlan {
     /// Moves the plan's writes and frees so far to `batch`, and sets the
     /// pages file's length; may be called after each part.
     pub(crate) fn stage(&mut self, batch: &mut Batch) {
-        batch.writes.append(&mut self.writes);
-        batch.freed.extend(
-            self.freed[self.freed_staged..]
-                .iter()
-                .map(|&(_, slot)| (Target::Pages, slot)),
-        );
+        let freed = self.freed[self.freed_staged..]
+            .iter()
+            .map(|&(_, slot)| slot);
+        batch.stage(Target::Pages, &mut self.writes, freed, self.space.length());
         self.freed_staged = self.freed.len();
-        batch.lengths[Target::Pages as usize] = self.space.length();
         batch.notes.append(&mut self.notes);
     }
 

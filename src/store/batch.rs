@@ -139,6 +139,22 @@ impl Written {
 }
 
 impl Batch {
+    /// Adds a store's plan so far: its `writes` (moved out), the slots of
+    /// `target` it frees, and the file's `length` after it. Plans stage part
+    /// by part, each part's writes and frees once.
+    pub(crate) fn stage(
+        &mut self,
+        target: Target,
+        writes: &mut Vec<BlockWrite>,
+        freed: impl IntoIterator<Item = u32>,
+        length: u64,
+    ) {
+        self.writes.append(writes);
+        self.freed
+            .extend(freed.into_iter().map(|slot| (target, slot)));
+        self.lengths[target as usize] = length;
+    }
+
     /// A commit of root `root` that changes nothing yet, on files of `lengths`.
     pub(crate) fn new(root: Node, lengths: [u64; TARGETS]) -> Batch {
         Batch {

@@ -634,14 +634,14 @@ impl ValuePlan {
     /// Moves the plan's writes and frees so far to `batch`, and sets the
     /// files' lengths; may be called again as the plan grows.
     pub(crate) fn stage(&mut self, batch: &mut Batch) {
-        batch.writes.append(&mut self.writes);
-        batch.freed.extend(
-            self.freed_slots[self.freed_staged..]
-                .iter()
-                .map(|&slot| (Target::Buckets, slot)),
+        let freed = self.freed_slots[self.freed_staged..].iter().copied();
+        batch.stage(
+            Target::Buckets,
+            &mut self.writes,
+            freed,
+            self.space.length(),
         );
         self.freed_staged = self.freed_slots.len();
-        batch.lengths[Target::Buckets as usize] = self.space.length();
         batch.lengths[Target::Overflow as usize] = self.extents.len;
         batch.notes.append(&mut self.notes);
     }

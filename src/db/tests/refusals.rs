@@ -31,7 +31,7 @@ fn commit_on(db: &Db, parent: &Overlay, n: u64, way: Way) -> Result<(), Error> {
     let session = session_with(db, Some(parent), n);
     match way {
         Way::Finished => session.finish()?.commit().map(drop),
-        Way::Overlay => session.finish()?.into_overlay().commit(),
+        Way::Overlay => session.finish()?.into_overlay().commit().map(drop),
         Way::Session => session.commit_and_prove().map(drop),
     }
 }
@@ -186,7 +186,7 @@ fn a_poisoned_handle_answers_nothing_from_its_state() {
             "Finished::into_overlay, read",
         );
         poisoned(finished.commit().map(drop), "Finished::commit");
-        poisoned(overlay.commit(), "Overlay::commit");
+        poisoned(overlay.commit().map(drop), "Overlay::commit");
     }
     assert!(durable, "no failure ended durable");
 }
