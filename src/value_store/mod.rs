@@ -29,6 +29,7 @@ mod bench;
 mod bucket;
 mod directory;
 mod overflow;
+mod plan;
 #[cfg(test)]
 mod tests;
 
@@ -37,17 +38,17 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-pub(crate) use bucket::INLINE_MAX;
-use bucket::{BucketEntry, InlineValue, Stored, PAYLOAD};
-use directory::{BucketMeta, Directory};
+#[cfg(test)]
+use bucket::INLINE_MAX;
+use bucket::{BucketEntry, Stored};
+use directory::Directory;
 use overflow::Extents;
+pub(crate) use plan::ValuePlan;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::ClockCache;
-use crate::store::{
-    stored_slot, Batch, BlockWrite, Fetches, Notes, Published, SlotSpace, Store, Target,
-};
-use crate::trie::{common_prefix_len, prefix, shares_prefix, KeyPath, ValueHash};
+use crate::store::{stored_slot, Fetches, Notes, Published, SlotSpace, Store, Target};
+use crate::trie::{prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
 /// Blocks read per batch when scanning the file at open.
@@ -64,36 +65,6 @@ struct ValueIndex {
 /// The entries of consecutive buckets from a key on, in key order, and the
 /// smallest key of the bucket after them (`None`: they were the last).
 pub(crate) type BucketRun = (Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>);
-
-/// Blocks a plan that streams its writes starts at a time.
-const WRITE_CHUNK: usize = 2048;
-
-/// Changes to values, to be committed together.
-pub(crate) struct ValuePlan {
-    seqno: u64,
-    /// The blocks to commit.
-    writes: Vec<BlockWrite>,
-    removed: Vec<KeyPath>,
-    /// The new buckets' directory summaries: smallest key and summary.
-    added: Vec<(KeyPath, BucketMeta)>,
-    /// The buckets file's slots after the plan's allocations.
-    space: SlotSpace,
-    /// Slots of the buckets this plan replaces: reusable only by later commits.
-    freed_slots: Vec<u32>,
-    /// How many of `freed_slots` are staged.
-    freed_staged: usize,
-    /// Each new bucket's catalog note.
-    notes: Notes,
-    extents: Extents,
-    released: Vec<(u64, u64)>,
-
-    /// Each changed key's value before the commit, in key order: what sessions
-    /// pinned to older commits read.
-    pub(crate) previous: Vec<(KeyPath, Option<Vec<u8>>)>,
-    /// Changed keys whose previous value is in overflow space: (index into
-    /// `previous`, length, hash, start), read before the plan returns.
-    previous_overflow: Vec<(usize, u32, ValueHash, u64)>,
-}
 
 /// A bucket block, or why the one read from the disk is not a bucket.
 type Checked = Result<Arc<BlockBuf>, Error>;
@@ -460,131 +431,6 @@ impl ValueStore {
         }
         Ok(cuts)
     }
-
-    /// Plans commit `seqno`'s changes (sorted by key, each key once; `None`
-    /// deletes). Every [`WRITE_CHUNK`] blocks planned, `early` may stage the
-    /// plan so far and start its writes, so the disk works while the rest is
-    /// planned. Nothing changes until [`ValueStore::publish`].
-    pub(crate) fn plan(
-        &self,
-        changes: &[(KeyPath, Option<Vec<u8>>)],
-        seqno: u64,
-        mut early: impl FnMut(&mut ValuePlan) -> Result<(), Error>,
-    ) -> Result<ValuePlan, Error> {
-        crate::trie::check_strictly_sorted(changes.iter().map(|(k, _)| k))?;
-        for (_, value) in changes {
-            crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
-        }
-        let state = self.state.read();
-        let mut plan = ValuePlan {
-            seqno,
-            writes: Vec::new(),
-            removed: Vec::new(),
-            added: Vec::new(),
-            space: state.space.clone(),
-            freed_slots: Vec::new(),
-            freed_staged: 0,
-            notes: Notes::default(),
-            extents: state.extents.clone(),
-            released: Vec::new(),
-            previous: Vec::with_capacity(changes.len()),
-            previous_overflow: Vec::new(),
-        };
-        // Each change's bucket (smallest key and slot), looked up once.
-        let homes: Vec<Option<(KeyPath, u32)>> = changes
-            .iter()
-            .map(|(k, _)| state.dir.bucket_of(k).map(|(min, meta)| (*min, meta.slot)))
-            .collect();
-        // Every bucket with changes, read at once.
-        let mut touched: Vec<u32> = homes.iter().flatten().map(|&(_, slot)| slot).collect();
-        touched.dedup();
-        let blocks = self.read_buckets(&touched)?;
-        let mut read = std::collections::HashMap::with_capacity(touched.len());
-        for (slot, (block, from_disk)) in touched.into_iter().zip(blocks) {
-            // The trie update that follows rebuilds elided subtrees from these
-            // same buckets. They are the published ones: no publish runs
-            // beside a plan (one writer).
-            let block = block?;
-            if from_disk {
-                self.cache.insert(slot, block.clone());
-            }
-            read.insert(slot, block);
-        }
-
-        // Buckets are rewritten in runs of adjacent ones, so that a bucket left
-        // nearly empty merges with the next, and one overflowing can share with it.
-        let neighbour = |slot| self.read_one(slot);
-        let mut run = Run::default();
-        // One bucket's entries before the changes, reused from bucket to bucket.
-        let mut old = Vec::new();
-        let mut i = 0;
-        while i < changes.len() {
-            // The changes that fall in one bucket (or in the empty store).
-            let bucket = homes[i];
-            let mut j = i + 1;
-            while j < changes.len() && homes[j].map(|h| h.0) == bucket.map(|b| b.0) {
-                j += 1;
-            }
-            if let (Some(last), Some((min, _))) = (run.last, bucket) {
-                if state.dir.successor(&last).map(|s| s.0) != Some(min) {
-                    plan.flush(&mut run, &neighbour, &state.dir, None)?;
-                }
-            }
-            old.clear();
-            if let Some((min, slot)) = bucket {
-                let block = read
-                    .remove(&slot)
-                    .ok_or(Error::corrupt("bucket listed twice"))?;
-                bucket::decode_into(&block, &mut old)?;
-                run.take(min, slot);
-            }
-            plan.merge(&mut old, &changes[i..j], &mut run.entries);
-            let next_changed = homes.get(j).copied().flatten().map(|(min, _)| min);
-            if !run.is_small() || run.last.is_none() {
-                plan.flush(&mut run, &neighbour, &state.dir, next_changed)?;
-            }
-            if plan.writes.len() >= WRITE_CHUNK {
-                early(&mut plan)?;
-            }
-            i = j;
-        }
-        plan.flush(&mut run, &neighbour, &state.dir, None)?;
-        // Space is released only at publish, so these still hold the old values.
-        for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
-            plan.previous[i].1 = Some(overflow::read(&self.store, len, &hash, start)?);
-        }
-        Ok(plan)
-    }
-
-    /// Makes a committed plan visible; `written` is what the commit wrote to
-    /// the buckets file: the plan's new buckets, cached as they are.
-    pub(crate) fn publish(&self, plan: ValuePlan, written: Vec<(u32, BlockBuf)>) {
-        let mut state = self.state.write();
-        state.published.publish();
-        for slot in &plan.freed_slots {
-            self.cache.remove(slot);
-        }
-        for (slot, block) in written {
-            self.cache.insert(slot, Arc::new(block));
-        }
-        // A bucket rewritten over the same range keeps its smallest key and
-        // is replaced in place, which halves the directory's work here.
-        for min in &plan.removed {
-            if plan.added.binary_search_by(|(a, _)| a.cmp(min)).is_err() {
-                state.dir.remove(min);
-            }
-        }
-        for (min, meta) in plan.added {
-            state.dir.insert_summary(min, meta);
-        }
-        state.space = plan.space;
-        state.space.release(plan.seqno, plan.freed_slots);
-        state.extents = plan.extents;
-        // Freed only now: until the commit was durable, readers could still want them.
-        for (start, blocks) in plan.released {
-            state.extents.release(start, blocks);
-        }
-    }
 }
 
 /// Reads every used bucket of `store` into `dir` and `used_extents`; returns
@@ -628,189 +474,4 @@ fn scan(
         return Err(Error::corrupt("buckets overlap"));
     }
     Ok(notes)
-}
-
-impl ValuePlan {
-    /// Moves the plan's writes and frees so far to `batch`, and sets the
-    /// files' lengths; may be called again as the plan grows.
-    pub(crate) fn stage(&mut self, batch: &mut Batch) {
-        let freed = self.freed_slots[self.freed_staged..].iter().copied();
-        batch.stage(
-            Target::Buckets,
-            &mut self.writes,
-            freed,
-            self.space.length(),
-        );
-        self.freed_staged = self.freed_slots.len();
-        batch.lengths[Target::Overflow as usize] = self.extents.len;
-        batch.notes.append(&mut self.notes);
-    }
-
-    /// Appends to `out` `old` (a bucket's entries, taken) with `changes`
-    /// applied; overflow space for new long values is allocated, and the space
-    /// of replaced ones released at publish.
-    fn merge(
-        &mut self,
-        old: &mut Vec<BucketEntry>,
-        changes: &[(KeyPath, Option<Vec<u8>>)],
-        out: &mut Vec<BucketEntry>,
-    ) {
-        out.reserve(old.len() + changes.len());
-        let mut old = old.drain(..).peekable();
-        for (key, value) in changes {
-            while let Some(e) = old.next_if(|e| e.key < *key) {
-                out.push(e);
-            }
-            let previous = match old.next_if(|e| e.key == *key).map(|e| e.stored) {
-                None => None,
-                Some(Stored::Inline(v)) => Some(v.to_vec()),
-                Some(Stored::Overflow { len, hash, start }) => {
-                    self.released
-                        .push((start, overflow::blocks_for(len as usize)));
-                    self.previous_overflow
-                        .push((self.previous.len(), len, hash, start));
-                    None
-                }
-            };
-            self.previous.push((*key, previous));
-            let Some(value) = value else { continue };
-            let stored = if value.len() <= INLINE_MAX {
-                Stored::Inline(InlineValue::new(value))
-            } else {
-                let start = self.extents.allocate(overflow::blocks_for(value.len()));
-                self.writes.extend(overflow::write(value, start));
-                Stored::Overflow {
-                    len: value.len() as u32,
-                    hash: crate::trie::hash_value(value),
-                    start,
-                }
-            };
-            out.push(BucketEntry { key: *key, stored });
-        }
-        out.extend(old);
-    }
-
-    /// Writes `run` out as buckets, each to a free slot; the run's old slots
-    /// are freed. A run under a quarter full, or overflowing, first takes in
-    /// the next bucket if this commit leaves it untouched (`next_changed` names
-    /// the next bucket that has changes), so small buckets merge and full ones
-    /// share their load.
-    fn flush(
-        &mut self,
-        run: &mut Run,
-        neighbour: &dyn Fn(u32) -> Result<Arc<BlockBuf>, Error>,
-        dir: &Directory,
-        next_changed: Option<KeyPath>,
-    ) -> Result<(), Error> {
-        if run.slots.is_empty() && run.entries.is_empty() {
-            return Ok(());
-        }
-        let bytes = bucket::payload_len(&run.entries);
-        if run.is_small() || bytes > PAYLOAD {
-            if let Some((min, slot)) = run.last.and_then(|last| dir.successor(&last)) {
-                if Some(min) != next_changed {
-                    let block = neighbour(slot)?;
-                    let decoded = bucket::decode(&block).map_err(|e| e.at("buckets", slot as u64));
-                    run.entries.extend(decoded?);
-                    run.take(min, slot);
-                }
-            }
-        }
-        let Run {
-            entries,
-            slots,
-            mins,
-            ..
-        } = std::mem::take(run);
-        self.removed.extend(mins);
-        self.freed_slots.extend(slots);
-        for part in split(entries) {
-            let slot = self.space.allocate()?;
-            let block = bucket::encode(&part, self.seqno);
-            self.writes.push(BlockWrite {
-                target: Target::Buckets,
-                index: slot as u64,
-                block,
-            });
-            let (min, meta) = dir.summarize(slot, part.iter().map(|e| &e.key));
-            let extents = part.iter().filter_map(|e| e.stored.extent());
-            self.notes.add(Target::Buckets, slot, |b| {
-                Directory::note(&min, &meta, extents, b)
-            });
-            self.added.push((min, meta));
-        }
-        Ok(())
-    }
-}
-
-/// Adjacent buckets being rewritten together: their entries after the changes,
-/// their slots and smallest keys.
-#[derive(Default)]
-struct Run {
-    entries: Vec<BucketEntry>,
-    slots: Vec<u32>,
-    mins: Vec<KeyPath>,
-    last: Option<KeyPath>,
-}
-
-impl Run {
-    fn take(&mut self, min: KeyPath, slot: u32) {
-        self.slots.push(slot);
-        self.mins.push(min);
-        self.last = Some(min);
-    }
-
-    /// Under a quarter of a bucket: worth merging with a neighbour.
-    fn is_small(&self) -> bool {
-        bucket::payload_len(&self.entries) < PAYLOAD / 4
-    }
-}
-
-/// How far below the keys' common prefix a cut may fall: cuts stay on bit
-/// boundaries (so a deep prefix's keys share one bucket) yet can land near the
-/// middle of the bytes instead of wherever the first differing bit happens to fall.
-const CUT_SLACK_BITS: usize = 3;
-
-/// `entries` (sorted) cut into as few bucket-sized runs as fit, each cut at the
-/// bit-aligned boundary nearest an even share of the bytes.
-fn split(entries: Vec<BucketEntry>) -> Vec<Vec<BucketEntry>> {
-    let total = bucket::payload_len(&entries);
-    if total <= PAYLOAD {
-        return if entries.is_empty() {
-            Vec::new()
-        } else {
-            vec![entries]
-        };
-    }
-    let parts = total.div_ceil(PAYLOAD);
-    let base = common_prefix_len(&entries[0].key, &entries[entries.len() - 1].key);
-    // (index, bytes before it) of every allowed cut; the first differing bit
-    // always provides one.
-    let mut cuts = Vec::new();
-    let mut before = 0;
-    for i in 1..entries.len() {
-        before += entries[i - 1].encoded_len();
-        if common_prefix_len(&entries[i - 1].key, &entries[i].key) < base + CUT_SLACK_BITS {
-            cuts.push((i, before));
-        }
-    }
-    let mut chosen: Vec<usize> = (1..parts)
-        .filter_map(|j| {
-            let target = j * total / parts;
-            cuts.iter()
-                .min_by_key(|(_, b)| b.abs_diff(target))
-                .map(|(i, _)| *i)
-        })
-        .collect();
-    chosen.dedup();
-    let mut out = Vec::new();
-    let mut rest = entries;
-    for cut in chosen.into_iter().rev() {
-        let tail = rest.split_off(cut);
-        out.push(tail);
-    }
-    out.push(rest);
-    out.reverse();
-    // A part the alignment left too large is cut again, finer.
-    out.into_iter().flat_map(split).collect()
 }
