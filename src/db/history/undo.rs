@@ -2,14 +2,11 @@
 //! pages it replaced, as kept in RAM and as written to the store's history
 //! log (layout in docs/format.md, "History").
 
-use std::sync::Arc;
-
-use crate::block::Block;
 use crate::bytes::Cursor;
 use crate::db::KeyedValues;
-use crate::page_store::PageChange;
-use crate::trie::page::{Page, PAGE_SIZE};
-use crate::trie::page_id::PageId;
+use crate::page_store::{
+    decode_change, encode_change, PageChange, CHANGE_RAM_BYTES, CHANGE_RECORD_BYTES,
+};
 use crate::trie::{KeyPath, Node};
 use crate::Error;
 
@@ -145,7 +142,7 @@ impl Undo {
     /// Fails only for an old value too long for the record's length field,
     /// which no value under [`crate::MAX_VALUE_LEN`] is.
     pub(crate) fn encode(&self) -> Result<Vec<u8>, Error> {
-        let pages = self.pages.len() * (33 + PAGE_SIZE);
+        let pages = self.pages.len() * CHANGE_RECORD_BYTES;
         let mut out = Vec::with_capacity(77 + self.keys.len() * 36 + self.values.len() + pages);
         out.push(UNDO);
         out.extend_from_slice(&self.root_before);
@@ -167,12 +164,8 @@ impl Undo {
             out.extend_from_slice(value.unwrap_or_default());
         }
         out.extend_from_slice(&(self.pages.len() as u32).to_le_bytes());
-        for (id, page) in &self.pages {
-            out.extend_from_slice(&id.encode());
-            out.push(u8::from(page.is_some()));
-            if let Some(page) = page {
-                out.extend_from_slice(page.as_bytes());
-            }
+        for change in &self.pages {
+            encode_change(&mut out, change);
         }
         Ok(out)
     }
@@ -183,7 +176,7 @@ impl Undo {
             + self.keys.len() * 40
             + self.index.len() * 4
             + self.values.len()
-            + self.pages.len() * (size_of::<PageChange>() + PAGE_SIZE)
+            + self.pages.len() * CHANGE_RAM_BYTES
     }
 }
 
@@ -263,19 +256,7 @@ pub(super) fn decode(seqno: u64, bytes: &[u8]) -> Option<Record> {
             undo.build_index();
             let pages = r.u32()?;
             for _ in 0..pages {
-                let id = PageId::decode(&r.array()?).ok()?;
-                let page = match r.u8()? {
-                    0 => None,
-                    1 => {
-                        let mut block = Block::zeroed();
-                        block.0.copy_from_slice(r.take(PAGE_SIZE)?);
-                        let page = Page::from_block(block);
-                        page.check(&id).ok()?;
-                        Some(Arc::new(page))
-                    }
-                    _ => return None,
-                };
-                undo.pages.push((id, page));
+                undo.pages.push(decode_change(&mut r)?);
             }
             Record::Undo(undo)
         }
