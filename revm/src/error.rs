@@ -37,6 +37,9 @@ pub enum Error {
         /// The header's limit.
         limit: u64,
     },
+    /// [`crate::StateDb::finish`] on a block whose execution failed: its
+    /// writes were dropped, none reached the session.
+    BlockFailed,
     /// Re-execution read a key the witness does not cover: the witness is
     /// not the block's, or the block is not the one the witness was made for.
     KeyNotCovered(KeyPath),
@@ -88,6 +91,10 @@ impl fmt::Display for Error {
             Error::BlockGasLimit { used, limit } => {
                 write!(f, "block uses {used} gas, over its limit of {limit}")
             }
+            Error::BlockFailed => write!(
+                f,
+                "the block failed to execute; its writes were dropped, not finished"
+            ),
             Error::KeyNotCovered(key) => {
                 write!(f, "the witness does not cover key {}", hex(key))
             }

@@ -3,8 +3,10 @@
 //! re-execution of a block from that witness alone.
 //!
 //! A node executes a block on a [`pagetrie::Session`] through a
-//! [`StateDb`] (revm's `Database` and `DatabaseCommit`), commits the
-//! session with `commit_and_prove`, and ships a [`BlockProof`]: the witness
+//! [`StateDb`] (revm's `Database` and `DatabaseCommit`), hands the block's
+//! writes to the session with [`StateDb::finish`] (which refuses a block
+//! that failed, so no part of it is committed), commits the session with
+//! `commit_and_prove`, and ships a [`BlockProof`]: the witness
 //! and the values the block read. A verifier with nothing but the previous
 //! root re-executes the block from it with [`verify_block`] and checks the
 //! new root. [`Reader`] is revm's `DatabaseRef` over the committed head
@@ -93,7 +95,7 @@ pub use revm;
 
 pub use block::{Block, Header, Tx, CHAIN_ID, SPEC};
 pub use error::Error;
-pub use execute::{execute_block, BlockHashes, BlockOutcome, TxOutcome};
+pub use execute::{execute_block, BlockDb, BlockOutcome, TxOutcome};
 pub use reader::Reader;
 pub use source::Source;
 pub use state::{Changes, StateDb};

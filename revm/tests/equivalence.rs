@@ -129,9 +129,11 @@ fn the_token_moves_balances_and_refuses_overdrafts_and_value() {
         call(3, 0, token::transfer_call(&a, U256::from(600))),
     ];
     let session = db.begin_session();
-    let outcome = execute_block(&mut StateDb::new(&session), &block).unwrap();
+    let mut state = StateDb::new(&session);
+    let outcome = execute_block(&mut state, &block).unwrap();
     let success: Vec<_> = outcome.txs.iter().map(|t| t.success).collect();
     assert_eq!(success, [true, false, false, true]);
+    state.finish().unwrap();
     session.commit().unwrap();
     let reader = Reader(&db);
     let balance = |holder: &Address| {
