@@ -30,12 +30,16 @@ pub enum Error {
         /// revm's reason.
         reason: String,
     },
-    /// The block's transactions used more gas than its header allows.
+    /// Transaction `index` may use more gas than the block has left (its
+    /// header's limit less what the transactions before it used), so it is
+    /// refused before it runs: the block is invalid.
     BlockGasLimit {
-        /// Gas used by the transactions up to and including the one over.
-        used: u64,
-        /// The header's limit.
-        limit: u64,
+        /// Its position in the block.
+        index: usize,
+        /// The gas limit it asks for.
+        gas_limit: u64,
+        /// The gas the block has left for it.
+        available: u64,
     },
     /// [`crate::StateDb::finish`] on a block whose execution failed: its
     /// writes were dropped, none reached the session.
@@ -88,9 +92,14 @@ impl fmt::Display for Error {
             Error::InvalidTransaction { index, reason } => {
                 write!(f, "transaction {index} is invalid: {reason}")
             }
-            Error::BlockGasLimit { used, limit } => {
-                write!(f, "block uses {used} gas, over its limit of {limit}")
-            }
+            Error::BlockGasLimit {
+                index,
+                gas_limit,
+                available,
+            } => write!(
+                f,
+                "transaction {index} asks for {gas_limit} gas, the block has {available} left"
+            ),
             Error::BlockFailed => write!(
                 f,
                 "the block failed to execute; its writes were dropped, not finished"

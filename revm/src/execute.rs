@@ -63,7 +63,8 @@ pub struct BlockOutcome {
 /// transactions run in order.
 ///
 /// Fails with [`Error::InvalidTransaction`] if revm refuses one (the block is
-/// invalid), with [`Error::BlockGasLimit`] past the header's gas limit, and
+/// invalid), with [`Error::BlockGasLimit`] before running a transaction
+/// whose gas limit exceeds the gas the block has left, and
 /// with the database's error if a read fails. On failure it tells `db`
 /// ([`BlockDb::block_failed`]): a [`StateDb`] then refuses to
 /// [`finish`](StateDb::finish), so none of the block reaches its session.
@@ -98,6 +99,16 @@ where
         .build_mainnet();
     let mut outcome = BlockOutcome::default();
     for (index, tx) in block.txs.iter().enumerate() {
+        // As Ethereum does: a transaction must fit in the gas left whatever
+        // it ends up using, so the block's gas can never go over.
+        let available = header.gas_limit.saturating_sub(outcome.gas_used);
+        if tx.gas_limit > available {
+            return Err(Error::BlockGasLimit {
+                index,
+                gas_limit: tx.gas_limit,
+                available,
+            });
+        }
         let result = evm.transact_commit(tx.env()).map_err(|e| match e {
             EVMError::Database(e) => Error::from(e),
             other => Error::InvalidTransaction {
@@ -105,14 +116,9 @@ where
                 reason: other.to_string(),
             },
         })?;
+        // At most tx.gas_limit, which fit: the sum stays within the limit.
         let gas_used = result.tx_gas_used();
-        outcome.gas_used += gas_used;
-        if outcome.gas_used > header.gas_limit {
-            return Err(Error::BlockGasLimit {
-                used: outcome.gas_used,
-                limit: header.gas_limit,
-            });
-        }
+        outcome.gas_used = outcome.gas_used.saturating_add(gas_used);
         outcome.txs.push(TxOutcome {
             gas_used,
             success: result.is_success(),

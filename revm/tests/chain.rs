@@ -132,6 +132,14 @@ fn a_failed_block_leaves_the_session_and_the_database_unchanged() {
         matches!(e, Error::InvalidTransaction { index: 6, .. })
     });
 
+    // Three ether transfers run; the first token transfer asks for more gas
+    // than is left.
+    let mut over = good.clone();
+    over.header.gas_limit = 3 * 21_000 + 99_999;
+    fails_without_a_trace(&db, &over, |e| {
+        matches!(e, Error::BlockGasLimit { index: 3, .. })
+    });
+
     // The database goes on from where it was.
     let before = db.root().unwrap();
     let session = db.begin_session();
