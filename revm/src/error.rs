@@ -5,7 +5,7 @@ use std::fmt;
 
 use pagetrie::KeyPath;
 use revm::database_interface::DBErrorMarker;
-use revm::primitives::Address;
+use revm::primitives::{Address, B256};
 
 /// Everything that can go wrong executing on pagetrie or checking a block
 /// statelessly.
@@ -53,6 +53,14 @@ pub enum Error {
     ValueMismatch(KeyPath),
     /// A value shipped for a key the witness proves absent.
     UnprovenValue(KeyPath),
+    /// The block's header names another parent than the verifier's chain
+    /// ends with.
+    ParentHash {
+        /// The hash of the verifier's last block.
+        expected: B256,
+        /// The header's parent hash.
+        found: B256,
+    },
     /// Re-executing the block led to another root than the one it claims.
     RootMismatch {
         /// The root the block claims.
@@ -128,6 +136,10 @@ impl fmt::Display for Error {
                     hex(key)
                 )
             }
+            Error::ParentHash { expected, found } => write!(
+                f,
+                "the block's parent hash is {found}, the chain ends with {expected}"
+            ),
             Error::RootMismatch { claimed, computed } => write!(
                 f,
                 "re-execution computed root {}, the block claims {}",

@@ -8,8 +8,8 @@
 //! that failed, so no part of it is committed), commits the session with
 //! `commit_and_prove`, and ships a [`BlockProof`]: the witness
 //! and the values the block read. A verifier with nothing but the previous
-//! root re-executes the block from it with [`verify_block`] and checks the
-//! new root. [`Reader`] is revm's `DatabaseRef` over the committed head
+//! root and block hash re-executes the block from it with [`verify_block`]
+//! and checks the new root. [`Reader`] is revm's `DatabaseRef` over the committed head
 //! ([`pagetrie::Db`]) or a pending block ([`pagetrie::Overlay`]); blocks
 //! build on a pending one through a session begun on it
 //! ([`pagetrie::Db::begin_session_on`]).
@@ -41,7 +41,9 @@
 //!
 //! // Elsewhere, with the previous root and the proof's bytes alone:
 //! let shipped = BlockProof::decode(&proof.encode())?;
-//! assert_eq!(verify_block(&out.prev_root, &block, &shipped, &out.root)?, outcome);
+//! // The verifier's own chain gives the root and the hash of the block before.
+//! let parent = block.header.parent_hash;
+//! assert_eq!(verify_block(&out.prev_root, &parent, &block, &shipped, &out.root)?, outcome);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use pagetrie::trie::hash_value;
 use pagetrie::trie::proof::VerifiedMultiProof;
 use pagetrie::{KeyPath, Node, Witness};
+use revm::primitives::B256;
 
 use crate::{execute_block, Block, BlockOutcome, Changes, Error, Source, StateDb};
 
@@ -165,6 +166,15 @@ impl Source for WitnessSource<'_> {
 /// Re-executes `block` from `proof` alone and checks that it leads from
 /// `prev_root` to `claimed_root`; returns what the block did.
 ///
+/// `prev_root` and `parent_hash` must come from the caller's own chain: the
+/// root after the block it verified last and that block's hash
+/// ([`Block::hash`]). The block stores its header's parent hash as block
+/// `number - 1`'s hash when it begins, so `BLOCKHASH(number - 1)` answers
+/// whatever the header says; no witness or root can prove it (a producer
+/// that lies about it computes a matching root). The header's parent hash
+/// is therefore checked against `parent_hash` ([`Error::ParentHash`]).
+/// Older block hashes are in state, proven against `prev_root`.
+///
 /// Rejects a witness that does not verify against `prev_root`
 /// ([`Error::Pagetrie`] with [`pagetrie::Error::RootMismatch`]), a shipped
 /// value that is not the proven one ([`Error::ValueMismatch`],
@@ -174,10 +184,17 @@ impl Source for WitnessSource<'_> {
 /// [`execute_block`] does) and any other root ([`Error::RootMismatch`]).
 pub fn verify_block(
     prev_root: &Node,
+    parent_hash: &B256,
     block: &Block,
     proof: &BlockProof,
     claimed_root: &Node,
 ) -> Result<BlockOutcome, Error> {
+    if block.header.parent_hash != *parent_hash {
+        return Err(Error::ParentHash {
+            expected: *parent_hash,
+            found: block.header.parent_hash,
+        });
+    }
     let mut state = StateDb::new(WitnessSource::new(prev_root, proof)?);
     let outcome = execute_block(&mut state, block)?;
     let writes: Vec<_> = state

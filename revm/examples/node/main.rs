@@ -98,6 +98,8 @@ fn main() -> Result<(), BoxError> {
     let mut run = Vec::with_capacity(args.blocks);
     for _ in 0..args.blocks {
         let block = chain.next_block(shape);
+        // What a verifier following the chain knows: the last block's hash.
+        let parent = chain.parent_hash;
 
         let start = Instant::now();
         let session = db.begin_session();
@@ -122,7 +124,7 @@ fn main() -> Result<(), BoxError> {
             // What a verifier does with the bytes it was sent.
             let start = Instant::now();
             let proof = BlockProof::decode(&shipped)?;
-            let again = verify_block(&out.prev_root, &block, &proof, &out.root)?;
+            let again = verify_block(&out.prev_root, &parent, &block, &proof, &out.root)?;
             let took = start.elapsed();
             if again != outcome {
                 return Err("the stateless re-execution's outcome differs".into());
