@@ -46,7 +46,9 @@ impl Source for Overlay {
     }
 }
 
-/// The committed head, as [`Db::read`] sees it.
+/// The committed head, as [`Db::read`] sees it. Each read sees the head at
+/// that moment, so reads on either side of a commit see two states; a
+/// [`Session`] or an [`Overlay`] gives one state throughout.
 impl Source for Db {
     fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         Ok(Db::read(self, key)?)
