@@ -6,8 +6,9 @@
 //! [`StateDb`] (revm's `Database` and `DatabaseCommit`), hands the block's
 //! writes to the session with [`StateDb::finish`] (which refuses a block
 //! that failed, so no part of it is committed), commits the session with
-//! `commit_and_prove`, and ships a [`BlockProof`]: the witness
-//! and the values the block read. A verifier with nothing but the previous
+//! `commit_and_prove`, and ships a [`BlockProof`]: the witness's
+//! multi-proof and the values the block read (not the witness's writes,
+//! which the verifier computes). A verifier with nothing but the previous
 //! root and block hash re-executes the block from it with [`verify_block`]
 //! and checks the new root. [`Reader`] is revm's `DatabaseRef` over the committed head
 //! ([`pagetrie::Db`]) or a pending block ([`pagetrie::Overlay`]); blocks

@@ -26,7 +26,15 @@ fn run(db: &Db, chain: &mut Chain, n: usize) -> (Proven, pagetrie_revm::BlockOut
     let changes = state.finish().unwrap();
     let out = session.commit_and_prove().unwrap();
     chain.sealed(&block, &out.root);
+    let witness_and_values = out.witness.encoded_len()
+        + changes
+            .reads
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>();
     let proof = BlockProof::new(out.witness, changes);
+    // The witness's writes are not shipped: the verifier computes them.
+    assert!(proof.encoded_len() < witness_and_values);
     let proven = Proven {
         parent_hash: block.header.parent_hash,
         block,
@@ -68,7 +76,7 @@ fn proven_block() -> Proven {
 
 /// A key the witness says nothing about.
 fn uncovered_key(p: &Proven) -> KeyPath {
-    let proven = p.proof.witness.verify(&p.prev_root).unwrap();
+    let proven = p.proof.multiproof.verify(&p.prev_root).unwrap();
     (0u64..)
         .map(|i| *blake3::hash(&i.to_be_bytes()).as_bytes())
         .find(|k| matches!(proven.get(k), Err(pagetrie::Error::KeyNotCovered(_))))
@@ -164,7 +172,7 @@ fn wrong_roots_are_rejected() {
     ));
     p.prev_root[0] ^= 1;
     // A sibling of the proof changed: it no longer hashes to the root.
-    p.proof.witness.proof.siblings[0][0] ^= 1;
+    p.proof.multiproof.siblings[0][0] ^= 1;
     assert!(matches!(
         verify(&p),
         Err(Error::Pagetrie(pagetrie::Error::RootMismatch))
