@@ -55,40 +55,50 @@ impl<S: Source> DatabaseCommit for StateDb<S> {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
     use std::collections::BTreeMap;
 
     use pagetrie::KeyPath;
-    use revm::primitives::{Address, U256};
+    use revm::primitives::{Address, B256, U256};
     use revm::state::{AccountInfo, EvmStorageSlot, TransactionId};
     use revm::Database;
 
     use super::*;
     use crate::{Error, Source};
 
-    struct Stored(BTreeMap<KeyPath, Vec<u8>>);
+    /// Stored values, and the keys handed to the source to write.
+    struct Stored(BTreeMap<KeyPath, Vec<u8>>, RefCell<Vec<KeyPath>>);
 
     impl Source for Stored {
         fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
             Ok(self.0.get(key).cloned())
+        }
+
+        fn write(&self, key: KeyPath, _: Option<Vec<u8>>) {
+            self.1.borrow_mut().push(key);
         }
     }
 
     const A: Address = Address::repeat_byte(0xa);
 
     /// Account `A` with balance 5 and slot 1 holding 7.
-    fn state() -> StateDb<Stored> {
+    fn stored() -> Stored {
         let info = AccountInfo::from_balance(U256::from(5));
         let mut stored = BTreeMap::new();
         stored.insert(keys::account(&A), codec::encode_account(&info));
         stored.insert(keys::storage(&A, &U256::from(1)), vec![7]);
-        StateDb::new(Stored(stored))
+        Stored(stored, RefCell::default())
+    }
+
+    fn state() -> StateDb<Stored> {
+        StateDb::new(stored())
     }
 
     fn slot(before: u64, after: u64) -> EvmStorageSlot {
         EvmStorageSlot::new_changed(U256::from(before), U256::from(after), TransactionId::ZERO)
     }
 
-    fn commit(state: &mut StateDb<Stored>, account: Account) {
+    fn commit<S: Source>(state: &mut StateDb<S>, account: Account) {
         state.commit([(A, account)].into_iter().collect());
     }
 
@@ -144,8 +154,25 @@ mod tests {
     }
 
     #[test]
+    fn writes_reach_the_source_only_when_a_block_finishes() {
+        let stored = stored();
+        let mut state = StateDb::new(&stored);
+        state.insert_block_hash(1, B256::repeat_byte(1));
+        assert!(stored.1.borrow().is_empty());
+        state.finish().unwrap();
+        assert_eq!(*stored.1.borrow(), [keys::block_hash(1)]);
+
+        let mut state = StateDb::new(&stored);
+        state.insert_block_hash(2, B256::repeat_byte(2));
+        state.fail();
+        assert!(matches!(state.finish(), Err(Error::BlockFailed)));
+        assert_eq!(*stored.1.borrow(), [keys::block_hash(1)]);
+    }
+
+    #[test]
     fn the_self_destruct_of_an_older_account_is_refused() {
-        let mut state = state();
+        let stored = stored();
+        let mut state = StateDb::new(&stored);
         let info = state.basic(A).unwrap().unwrap();
         commit(
             &mut state,
@@ -155,5 +182,6 @@ mod tests {
         );
         assert!(matches!(state.basic(A), Err(Error::StorageWipe(a)) if a == A));
         assert!(matches!(state.finish(), Err(Error::StorageWipe(a)) if a == A));
+        assert!(stored.1.borrow().is_empty());
     }
 }

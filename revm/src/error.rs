@@ -5,7 +5,7 @@ use std::fmt;
 
 use pagetrie::KeyPath;
 use revm::database_interface::DBErrorMarker;
-use revm::primitives::Address;
+use revm::primitives::{Address, B256};
 
 /// Everything that can go wrong executing on pagetrie or checking a block
 /// statelessly.
@@ -30,13 +30,20 @@ pub enum Error {
         /// revm's reason.
         reason: String,
     },
-    /// The block's transactions used more gas than its header allows.
+    /// Transaction `index` may use more gas than the block has left (its
+    /// header's limit less what the transactions before it used), so it is
+    /// refused before it runs: the block is invalid.
     BlockGasLimit {
-        /// Gas used by the transactions up to and including the one over.
-        used: u64,
-        /// The header's limit.
-        limit: u64,
+        /// Its position in the block.
+        index: usize,
+        /// The gas limit it asks for.
+        gas_limit: u64,
+        /// The gas the block has left for it.
+        available: u64,
     },
+    /// [`crate::StateDb::finish`] on a block whose execution failed: its
+    /// writes were dropped, none reached the session.
+    BlockFailed,
     /// Re-execution read a key the witness does not cover: the witness is
     /// not the block's, or the block is not the one the witness was made for.
     KeyNotCovered(KeyPath),
@@ -46,6 +53,14 @@ pub enum Error {
     ValueMismatch(KeyPath),
     /// A value shipped for a key the witness proves absent.
     UnprovenValue(KeyPath),
+    /// The block's header names another parent than the verifier's chain
+    /// ends with.
+    ParentHash {
+        /// The hash of the verifier's last block.
+        expected: B256,
+        /// The header's parent hash.
+        found: B256,
+    },
     /// Re-executing the block led to another root than the one it claims.
     RootMismatch {
         /// The root the block claims.
@@ -85,9 +100,18 @@ impl fmt::Display for Error {
             Error::InvalidTransaction { index, reason } => {
                 write!(f, "transaction {index} is invalid: {reason}")
             }
-            Error::BlockGasLimit { used, limit } => {
-                write!(f, "block uses {used} gas, over its limit of {limit}")
-            }
+            Error::BlockGasLimit {
+                index,
+                gas_limit,
+                available,
+            } => write!(
+                f,
+                "transaction {index} asks for {gas_limit} gas, the block has {available} left"
+            ),
+            Error::BlockFailed => write!(
+                f,
+                "the block failed to execute; its writes were dropped, not finished"
+            ),
             Error::KeyNotCovered(key) => {
                 write!(f, "the witness does not cover key {}", hex(key))
             }
@@ -112,6 +136,10 @@ impl fmt::Display for Error {
                     hex(key)
                 )
             }
+            Error::ParentHash { expected, found } => write!(
+                f,
+                "the block's parent hash is {found}, the chain ends with {expected}"
+            ),
             Error::RootMismatch { claimed, computed } => write!(
                 f,
                 "re-execution computed root {}, the block claims {}",

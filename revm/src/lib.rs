@@ -3,11 +3,14 @@
 //! re-execution of a block from that witness alone.
 //!
 //! A node executes a block on a [`pagetrie::Session`] through a
-//! [`StateDb`] (revm's `Database` and `DatabaseCommit`), commits the
-//! session with `commit_and_prove`, and ships a [`BlockProof`]: the witness
-//! and the values the block read. A verifier with nothing but the previous
-//! root re-executes the block from it with [`verify_block`] and checks the
-//! new root. [`Reader`] is revm's `DatabaseRef` over the committed head
+//! [`StateDb`] (revm's `Database` and `DatabaseCommit`), hands the block's
+//! writes to the session with [`StateDb::finish`] (which refuses a block
+//! that failed, so no part of it is committed), commits the session with
+//! `commit_and_prove`, and ships a [`BlockProof`]: the witness's
+//! multi-proof and the values the block read (not the witness's writes,
+//! which the verifier computes). A verifier with nothing but the previous
+//! root and block hash re-executes the block from it with [`verify_block`]
+//! and checks the new root. [`Reader`] is revm's `DatabaseRef` over the committed head
 //! ([`pagetrie::Db`]) or a pending block ([`pagetrie::Overlay`]); blocks
 //! build on a pending one through a session begun on it
 //! ([`pagetrie::Db::begin_session_on`]).
@@ -39,7 +42,9 @@
 //!
 //! // Elsewhere, with the previous root and the proof's bytes alone:
 //! let shipped = BlockProof::decode(&proof.encode())?;
-//! assert_eq!(verify_block(&out.prev_root, &block, &shipped, &out.root)?, outcome);
+//! // The verifier's own chain gives the root and the hash of the block before.
+//! let parent = block.header.parent_hash;
+//! assert_eq!(verify_block(&out.prev_root, &parent, &block, &shipped, &out.root)?, outcome);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -93,7 +98,7 @@ pub use revm;
 
 pub use block::{Block, Header, Tx, CHAIN_ID, SPEC};
 pub use error::Error;
-pub use execute::{execute_block, BlockHashes, BlockOutcome, TxOutcome};
+pub use execute::{execute_block, BlockDb, BlockOutcome, TxOutcome};
 pub use reader::Reader;
 pub use source::Source;
 pub use state::{Changes, StateDb};

@@ -13,6 +13,13 @@ use crate::{codec, keys, Error, Source};
 /// revm's [`DatabaseRef`] over a [`Source`]. Wrap it in revm's
 /// `WrapDatabaseRef` (or a `CacheDB`) to run calls that are never
 /// committed.
+///
+/// Over the committed head (`Reader(&db)`) each read sees the head as it is
+/// then: a commit landing during one revm call can give the call values
+/// from two states (a balance before a block, a nonce after it). For a
+/// consistent view through a call, read a [`pagetrie::Session`] (begun on
+/// the head, never committed) or an [`pagetrie::Overlay`], which stay on
+/// one state.
 #[derive(Clone, Debug)]
 pub struct Reader<S>(pub S);
 

@@ -12,9 +12,9 @@ pub trait Source {
     /// The value of `key`, or `None` if absent.
     fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error>;
 
-    /// Takes a write the block made, for views that buffer writes (a
-    /// session); the rest ignore it, since the adapter keeps the block's
-    /// writes itself.
+    /// Takes a write of a block that succeeded ([`crate::StateDb::finish`]),
+    /// for views that buffer writes (a session); the rest ignore it, since
+    /// the adapter keeps the block's writes itself.
     fn write(&self, key: KeyPath, value: Option<Vec<u8>>) {
         let _ = (key, value);
     }
@@ -46,7 +46,9 @@ impl Source for Overlay {
     }
 }
 
-/// The committed head, as [`Db::read`] sees it.
+/// The committed head, as [`Db::read`] sees it. Each read sees the head at
+/// that moment, so reads on either side of a commit see two states; a
+/// [`Session`] or an [`Overlay`] gives one state throughout.
 impl Source for Db {
     fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
         Ok(Db::read(self, key)?)

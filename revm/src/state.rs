@@ -1,7 +1,7 @@
 //! The database revm executes a block on: revm's read trait over any
 //! [`Source`], with a block-wide cache of what it read and wrote, the values
 //! it read (what a stateless verifier needs beside the witness), and the
-//! block's writes.
+//! block's writes, held back from the source until the block has succeeded.
 //!
 //! revm reloads each account and slot at every transaction; the cache makes
 //! that one read of the source per key and block, so a [`pagetrie::Session`]
@@ -30,8 +30,13 @@ pub struct Changes {
 }
 
 /// revm's [`Database`] and [`revm::DatabaseCommit`] over a [`Source`]: reads
-/// go to the source once per key and block, writes go to the source (a
-/// session buffers them for its commit) and into [`Changes`].
+/// go to the source once per key and block; writes stay here, in
+/// [`Changes`], until [`StateDb::finish`] hands them to the source (a
+/// session buffers them for its commit).
+///
+/// A block that failed ([`crate::execute_block`] returned an error, or a
+/// storage wipe was refused) never reaches the source: `finish` refuses it,
+/// so committing the session afterwards commits none of the block.
 ///
 /// One block's `StateDb` takes a fresh session and is the only writer to
 /// it: what it records as read must be the values at the session's base,
@@ -46,6 +51,8 @@ pub struct StateDb<S> {
     changes: Changes,
     /// An account whose storage a commit could not wipe: the block fails.
     wipe_refused: Option<Address>,
+    /// The block's execution failed: its writes must not reach the source.
+    failed: bool,
 }
 
 impl<S: Source> StateDb<S> {
@@ -57,6 +64,7 @@ impl<S: Source> StateDb<S> {
             code: HashMap::new(),
             changes: Changes::default(),
             wipe_refused: None,
+            failed: false,
         }
     }
 
@@ -75,11 +83,21 @@ impl<S: Source> StateDb<S> {
         &self.changes
     }
 
-    /// The block's writes and reads; fails if a commit was refused
-    /// ([`Error::StorageWipe`]), in which case the writes are not the
-    /// block's.
+    /// Hands the block's writes to the source ([`Source::write`]) and
+    /// returns its writes and reads: the only way the block's writes reach
+    /// a session.
+    ///
+    /// Fails, writing nothing, if a commit was refused
+    /// ([`Error::StorageWipe`]) or the block's execution failed
+    /// ([`Error::BlockFailed`]): the writes would be part of a block.
     pub fn finish(mut self) -> Result<Changes, Error> {
         self.check()?;
+        if self.failed {
+            return Err(Error::BlockFailed);
+        }
+        for (key, value) in &self.changes.writes {
+            self.source.write(*key, value.clone());
+        }
         self.changes.reads.sort_unstable_by_key(|(k, _)| *k);
         Ok(self.changes)
     }
@@ -89,6 +107,11 @@ impl<S: Source> StateDb<S> {
             Some(address) => Err(Error::StorageWipe(address)),
             None => Ok(()),
         }
+    }
+
+    /// Marks the block failed: [`StateDb::finish`] will refuse it.
+    pub(crate) fn fail(&mut self) {
+        self.failed = true;
     }
 
     /// The value of `key` at this point of the block.
@@ -109,7 +132,6 @@ impl<S: Source> StateDb<S> {
         if self.values.get(&key) == Some(&value) {
             return;
         }
-        self.source.write(key, value.clone());
         self.changes.writes.insert(key, value.clone());
         self.values.insert(key, value);
     }

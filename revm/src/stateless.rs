@@ -11,18 +11,21 @@ use std::collections::HashMap;
 
 use pagetrie::trie::hash_value;
 use pagetrie::trie::proof::VerifiedMultiProof;
-use pagetrie::{KeyPath, Node, Witness};
+use pagetrie::{KeyPath, MultiProof, Node, Witness};
+use revm::primitives::B256;
 
 use crate::{execute_block, Block, BlockOutcome, Changes, Error, Source, StateDb};
 
 /// What a block producer ships beside a block for a stateless verifier: the
-/// witness `commit_and_prove` returned and the values the block read.
+/// multi-proof of the witness `commit_and_prove` returned and the values the
+/// block read. The witness's writes stay behind: the verifier computes the
+/// block's writes itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlockProof {
     /// Proves every key the block read or wrote against the root before it.
-    pub witness: Witness,
+    pub multiproof: MultiProof,
     /// Every present key the block read before writing it, with its value
-    /// (the witness holds only their hashes), sorted by key.
+    /// (the multi-proof holds only their hashes), sorted by key.
     pub values: Vec<(KeyPath, Vec<u8>)>,
 }
 
@@ -31,14 +34,14 @@ impl BlockProof {
     /// execution returned `changes`.
     pub fn new(witness: Witness, changes: Changes) -> BlockProof {
         BlockProof {
-            witness,
+            multiproof: witness.proof,
             values: changes.reads,
         }
     }
 
     /// Bytes shipped: [`BlockProof::encode`]'s length.
     pub fn encoded_len(&self) -> usize {
-        8 + self.witness.encoded_len()
+        8 + self.multiproof.encoded_len()
             + 4
             + self
                 .values
@@ -47,14 +50,14 @@ impl BlockProof {
                 .sum::<usize>()
     }
 
-    /// The bytes shipped: the witness's encoding (length-prefixed, u64
+    /// The bytes shipped: the multi-proof's encoding (length-prefixed, u64
     /// little-endian), then the value count (u32) and each key, value length
     /// (u32) and value.
     pub fn encode(&self) -> Vec<u8> {
-        let witness = self.witness.encode();
+        let multiproof = self.multiproof.encode();
         let mut out = Vec::with_capacity(self.encoded_len());
-        out.extend_from_slice(&(witness.len() as u64).to_le_bytes());
-        out.extend_from_slice(&witness);
+        out.extend_from_slice(&(multiproof.len() as u64).to_le_bytes());
+        out.extend_from_slice(&multiproof);
         out.extend_from_slice(&(self.values.len() as u32).to_le_bytes());
         for (key, value) in &self.values {
             out.extend_from_slice(key);
@@ -68,13 +71,13 @@ impl BlockProof {
     /// other, never a panic.
     pub fn decode(bytes: &[u8]) -> Result<BlockProof, Error> {
         let mut rest = bytes;
-        let witness_len = usize::try_from(u64::from_le_bytes(take(&mut rest)?))
-            .map_err(|_| Error::Malformed("witness length"))?;
-        if witness_len > rest.len() {
-            return Err(Error::Malformed("witness longer than the bytes"));
+        let proof_len = usize::try_from(u64::from_le_bytes(take(&mut rest)?))
+            .map_err(|_| Error::Malformed("multi-proof length"))?;
+        if proof_len > rest.len() {
+            return Err(Error::Malformed("multi-proof longer than the bytes"));
         }
-        let (witness, after) = rest.split_at(witness_len);
-        let witness = Witness::decode(witness)?;
+        let (multiproof, after) = rest.split_at(proof_len);
+        let multiproof = MultiProof::decode(multiproof)?;
         rest = after;
         let count = u32::from_le_bytes(take(&mut rest)?) as usize;
         // Each value takes at least 36 bytes: no allocation beyond the input.
@@ -95,7 +98,7 @@ impl BlockProof {
         if !rest.is_empty() {
             return Err(Error::Malformed("bytes after the last value"));
         }
-        Ok(BlockProof { witness, values })
+        Ok(BlockProof { multiproof, values })
     }
 }
 
@@ -119,10 +122,10 @@ struct WitnessSource<'a> {
 }
 
 impl<'a> WitnessSource<'a> {
-    /// Checks `proof`'s witness against `prev_root` and each value against
+    /// Checks `proof`'s multi-proof against `prev_root` and each value against
     /// the witness.
     fn new(prev_root: &Node, proof: &'a BlockProof) -> Result<WitnessSource<'a>, Error> {
-        let proven = proof.witness.verify(prev_root)?;
+        let proven = proof.multiproof.verify(prev_root)?;
         let mut values = HashMap::with_capacity(proof.values.len());
         for (key, value) in &proof.values {
             match proven_hash(&proven, key)? {
@@ -165,7 +168,16 @@ impl Source for WitnessSource<'_> {
 /// Re-executes `block` from `proof` alone and checks that it leads from
 /// `prev_root` to `claimed_root`; returns what the block did.
 ///
-/// Rejects a witness that does not verify against `prev_root`
+/// `prev_root` and `parent_hash` must come from the caller's own chain: the
+/// root after the block it verified last and that block's hash
+/// ([`Block::hash`]). The block stores its header's parent hash as block
+/// `number - 1`'s hash when it begins, so `BLOCKHASH(number - 1)` answers
+/// whatever the header says; no witness or root can prove it (a producer
+/// that lies about it computes a matching root). The header's parent hash
+/// is therefore checked against `parent_hash` ([`Error::ParentHash`]).
+/// Older block hashes are in state, proven against `prev_root`.
+///
+/// Rejects a multi-proof that does not verify against `prev_root`
 /// ([`Error::Pagetrie`] with [`pagetrie::Error::RootMismatch`]), a shipped
 /// value that is not the proven one ([`Error::ValueMismatch`],
 /// [`Error::UnprovenValue`]), a read of a key proven present with no value
@@ -174,10 +186,17 @@ impl Source for WitnessSource<'_> {
 /// [`execute_block`] does) and any other root ([`Error::RootMismatch`]).
 pub fn verify_block(
     prev_root: &Node,
+    parent_hash: &B256,
     block: &Block,
     proof: &BlockProof,
     claimed_root: &Node,
 ) -> Result<BlockOutcome, Error> {
+    if block.header.parent_hash != *parent_hash {
+        return Err(Error::ParentHash {
+            expected: *parent_hash,
+            found: block.header.parent_hash,
+        });
+    }
     let mut state = StateDb::new(WitnessSource::new(prev_root, proof)?);
     let outcome = execute_block(&mut state, block)?;
     let writes: Vec<_> = state
@@ -187,8 +206,7 @@ pub fn verify_block(
         .map(|(key, value)| (key, value.as_deref().map(hash_value)))
         .collect();
     let computed = proof
-        .witness
-        .proof
+        .multiproof
         .verify_update(prev_root, &writes)
         .map_err(|e| match e {
             pagetrie::Error::KeyNotCovered(key) => Error::KeyNotCovered(key),

@@ -1,12 +1,14 @@
 //! A chain that goes on across a reopen, and blocks built on a pending
-//! block (an overlay), end at the same roots as one run straight through.
+//! block (an overlay), end at the same roots as one run straight through;
+//! a block that fails leaves nothing behind.
 
 mod common;
 
 use common::*;
 use pagetrie::{Db, Node, Options};
+use pagetrie_revm::revm::primitives::U256;
 use pagetrie_revm::revm::DatabaseRef;
-use pagetrie_revm::{execute_block, Reader, StateDb};
+use pagetrie_revm::{execute_block, Block, Error, Reader, StateDb};
 
 /// Executes and commits the chain's next block on `db`; returns its root.
 fn commit_next(
@@ -16,7 +18,9 @@ fn commit_next(
 ) -> Node {
     let block = chain.next_block(48);
     let session = db.begin_session();
-    execute_block(&mut StateDb::new(&session), &block).unwrap();
+    let mut state = StateDb::new(&session);
+    execute_block(&mut state, &block).unwrap();
+    state.finish().unwrap();
     let root = session.commit_and_prove().unwrap().root;
     execute_block(mem, &block).unwrap();
     chain.sealed(&block, &root);
@@ -65,7 +69,9 @@ fn blocks_on_a_pending_block_end_where_the_chain_does() {
     // Block 2 stays pending; block 3 executes on it.
     let block2 = chain.next_block(48);
     let session = db.begin_session();
-    execute_block(&mut StateDb::new(&session), &block2).unwrap();
+    let mut state = StateDb::new(&session);
+    execute_block(&mut state, &block2).unwrap();
+    state.finish().unwrap();
     let pending = session.finish().unwrap().into_overlay();
     execute_block(&mut mem, &block2).unwrap();
     assert_eq!(pending.root(), roots[1]);
@@ -79,11 +85,66 @@ fn blocks_on_a_pending_block_end_where_the_chain_does() {
 
     let block3 = chain.next_block(48);
     let session = db.begin_session_on(&pending);
-    execute_block(&mut StateDb::new(&session), &block3).unwrap();
+    let mut state = StateDb::new(&session);
+    execute_block(&mut state, &block3).unwrap();
+    state.finish().unwrap();
     let last = session.finish().unwrap().into_overlay();
     execute_block(&mut mem, &block3).unwrap();
     last.commit().unwrap();
     assert_eq!(db.root().unwrap(), roots[2]);
     assert_eq!(db.root().unwrap(), expected_root(&mem));
     assert_same_state(&db, &mem);
+}
+
+/// Executes `block`, which must fail as `failed` says, on a session of `db`,
+/// then commits the session: neither it nor the database holds any of the
+/// block.
+fn fails_without_a_trace(db: &Db, block: &Block, failed: impl Fn(&Error) -> bool) {
+    let before = db.root().unwrap();
+    let session = db.begin_session();
+    let mut state = StateDb::new(&session);
+    let err = execute_block(&mut state, block).unwrap_err();
+    assert!(failed(&err), "{err:?}");
+    // Transactions before the failing one ran: there was something to leak.
+    assert!(!state.changes().writes.is_empty());
+    assert!(matches!(state.finish(), Err(Error::BlockFailed)));
+    let out = session.commit_and_prove().unwrap();
+    assert_eq!(out.prev_root, before);
+    assert_eq!(out.root, before);
+    assert_eq!(db.root().unwrap(), before);
+}
+
+#[test]
+fn a_failed_block_leaves_the_session_and_the_database_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = import(dir.path());
+    let good = Chain::new().next_block(8);
+
+    let mut bad_nonce = good.clone();
+    bad_nonce.txs[5].nonce += 1;
+    fails_without_a_trace(&db, &bad_nonce, |e| {
+        matches!(e, Error::InvalidTransaction { index: 5, .. })
+    });
+
+    let mut broke = good.clone();
+    broke.txs[6].value = ether() * U256::from(2);
+    fails_without_a_trace(&db, &broke, |e| {
+        matches!(e, Error::InvalidTransaction { index: 6, .. })
+    });
+
+    // Three ether transfers run; the first token transfer asks for more gas
+    // than is left.
+    let mut over = good.clone();
+    over.header.gas_limit = 3 * 21_000 + 99_999;
+    fails_without_a_trace(&db, &over, |e| {
+        matches!(e, Error::BlockGasLimit { index: 3, .. })
+    });
+
+    // The database goes on from where it was.
+    let before = db.root().unwrap();
+    let session = db.begin_session();
+    let mut state = StateDb::new(&session);
+    execute_block(&mut state, &good).unwrap();
+    state.finish().unwrap();
+    assert_ne!(session.commit().unwrap(), before);
 }

@@ -101,9 +101,50 @@ fn a_block_over_its_gas_limit_is_refused() {
     let session = db.begin_session();
     let result = execute_block(&mut StateDb::new(&session), &block);
     assert!(
-        matches!(result, Err(Error::BlockGasLimit { limit: 50_000, .. })),
+        matches!(
+            result,
+            Err(Error::BlockGasLimit {
+                index: 2,
+                gas_limit: 21_000,
+                available: 8_000
+            })
+        ),
         "{result:?}"
     );
+}
+
+#[test]
+fn a_transaction_asking_for_more_gas_than_is_left_is_refused_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mut mem) = import(dir.path());
+    // An ether transfer (limit 21,000), then token transfers (100,000 each,
+    // about half of it used): the second fits what it would use, not its
+    // limit.
+    let mut block = Chain::new().next_block(4);
+    block.txs.remove(1);
+    block.txs.remove(1);
+    assert_eq!(block.txs[1].gas_limit, 100_000);
+    block.header.gas_limit = 21_000 + 99_999;
+    let session = db.begin_session();
+    let ours = execute_block(&mut StateDb::new(&session), &block);
+    let theirs = execute_block(&mut mem, &block);
+    for result in [ours, theirs] {
+        assert!(
+            matches!(
+                result,
+                Err(Error::BlockGasLimit {
+                    index: 1,
+                    gas_limit: 100_000,
+                    available: 99_999
+                })
+            ),
+            "{result:?}"
+        );
+    }
+    // Ran, it would have fit: with room for its limit the block passes.
+    block.header.gas_limit += 1;
+    let outcome = execute_block(&mut StateDb::new(&db.begin_session()), &block).unwrap();
+    assert!(outcome.gas_used <= 21_000 + 99_999, "{}", outcome.gas_used);
 }
 
 #[test]
@@ -129,9 +170,11 @@ fn the_token_moves_balances_and_refuses_overdrafts_and_value() {
         call(3, 0, token::transfer_call(&a, U256::from(600))),
     ];
     let session = db.begin_session();
-    let outcome = execute_block(&mut StateDb::new(&session), &block).unwrap();
+    let mut state = StateDb::new(&session);
+    let outcome = execute_block(&mut state, &block).unwrap();
     let success: Vec<_> = outcome.txs.iter().map(|t| t.success).collect();
     assert_eq!(success, [true, false, false, true]);
+    state.finish().unwrap();
     session.commit().unwrap();
     let reader = Reader(&db);
     let balance = |holder: &Address| {

@@ -5,13 +5,15 @@ mod common;
 
 use common::*;
 use pagetrie::{Db, KeyPath, Node};
-use pagetrie_revm::revm::primitives::{Address, U256};
+use pagetrie_revm::revm::primitives::{Address, B256, U256};
 use pagetrie_revm::{execute_block, token, verify_block, Block, BlockProof, Error, StateDb};
 
 /// A committed block and what the verifier gets.
 struct Proven {
     block: Block,
     prev_root: Node,
+    /// The hash of the block before, as the verifier's chain has it.
+    parent_hash: B256,
     root: Node,
     proof: BlockProof,
 }
@@ -24,8 +26,17 @@ fn run(db: &Db, chain: &mut Chain, n: usize) -> (Proven, pagetrie_revm::BlockOut
     let changes = state.finish().unwrap();
     let out = session.commit_and_prove().unwrap();
     chain.sealed(&block, &out.root);
+    let witness_and_values = out.witness.encoded_len()
+        + changes
+            .reads
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>();
     let proof = BlockProof::new(out.witness, changes);
+    // The witness's writes are not shipped: the verifier computes them.
+    assert!(proof.encoded_len() < witness_and_values);
     let proven = Proven {
+        parent_hash: block.header.parent_hash,
         block,
         prev_root: out.prev_root,
         root: out.root,
@@ -35,7 +46,7 @@ fn run(db: &Db, chain: &mut Chain, n: usize) -> (Proven, pagetrie_revm::BlockOut
 }
 
 fn verify(p: &Proven) -> Result<pagetrie_revm::BlockOutcome, Error> {
-    verify_block(&p.prev_root, &p.block, &p.proof, &p.root)
+    verify_block(&p.prev_root, &p.parent_hash, &p.block, &p.proof, &p.root)
 }
 
 #[test]
@@ -65,7 +76,7 @@ fn proven_block() -> Proven {
 
 /// A key the witness says nothing about.
 fn uncovered_key(p: &Proven) -> KeyPath {
-    let proven = p.proof.witness.verify(&p.prev_root).unwrap();
+    let proven = p.proof.multiproof.verify(&p.prev_root).unwrap();
     (0u64..)
         .map(|i| *blake3::hash(&i.to_be_bytes()).as_bytes())
         .find(|k| matches!(proven.get(k), Err(pagetrie::Error::KeyNotCovered(_))))
@@ -161,7 +172,7 @@ fn wrong_roots_are_rejected() {
     ));
     p.prev_root[0] ^= 1;
     // A sibling of the proof changed: it no longer hashes to the root.
-    p.proof.witness.proof.siblings[0][0] ^= 1;
+    p.proof.multiproof.siblings[0][0] ^= 1;
     assert!(matches!(
         verify(&p),
         Err(Error::Pagetrie(pagetrie::Error::RootMismatch))
@@ -182,4 +193,25 @@ fn truncated_bytes_are_refused() {
         BlockProof::decode(&longer),
         Err(Error::Malformed(_))
     ));
+}
+
+#[test]
+fn a_block_on_another_parent_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = import(dir.path());
+    let mut chain = Chain::new();
+    run(&db, &mut chain, 64);
+    let parent = chain.parent_hash;
+    // A producer lying about the parent hash: the witness and the root are
+    // honest for the block it executed.
+    chain.parent_hash = B256::repeat_byte(0x5a);
+    let (mut p, outcome) = run(&db, &mut chain, 64);
+    assert_eq!(verify(&p).unwrap(), outcome);
+    p.parent_hash = parent;
+    let r = verify(&p);
+    assert!(
+        matches!(r, Err(Error::ParentHash { expected, found })
+            if expected == parent && found == B256::repeat_byte(0x5a)),
+        "{r:?}"
+    );
 }

@@ -1,5 +1,6 @@
 //! A node on pagetrie with revm: imports `2^n` accounts that each hold a
-//! token, then runs blocks of ether and token transfers, each executed by
+//! token, deploys the token by a contract-creation transaction in block 1,
+//! then runs blocks of ether and token transfers, each executed by
 //! revm on a session, committed with `commit_and_prove`, and re-executed
 //! statelessly from its witness and the values it read.
 //!
@@ -14,12 +15,22 @@ mod workload;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::Parser;
+use clap::builder::RangedU64ValueParser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use pagetrie::{Db, ImportProgress, Options};
-use pagetrie_revm::{execute_block, verify_block, BlockProof, StateDb};
+use pagetrie_revm::revm::primitives::{keccak256, U256};
+use pagetrie_revm::revm::DatabaseRef;
+use pagetrie_revm::{execute_block, token, verify_block, Block, BlockOutcome, BlockProof};
+use pagetrie_revm::{Reader, StateDb};
 
 use report::BlockFigures;
 use workload::{Chain, Shape};
+
+/// Bounds on the flags: a block's gas limit and the run's funding stay far
+/// from overflowing, and a block's transactions fit in memory.
+const MAX_TXS: u64 = 1_000_000;
+const MAX_BLOCKS: u64 = 1_000_000;
 
 /// Any error.
 type BoxError = Box<dyn std::error::Error>;
@@ -32,11 +43,11 @@ struct Args {
     /// Accounts imported: 2^N (each also holds the token, a storage slot).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=30))]
     accounts_log2: u32,
-    /// Blocks to run.
-    #[arg(long, default_value_t = 20)]
+    /// Blocks of transfers to run, after the token's deployment.
+    #[arg(long, default_value_t = 20, value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_BLOCKS))]
     blocks: usize,
     /// Transactions per block.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_TXS))]
     txs: usize,
     /// Percent of transactions that are token transfers (the rest send ether).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=100))]
@@ -64,6 +75,18 @@ struct Args {
 
 fn main() -> Result<(), BoxError> {
     let args = Args::parse();
+    // Within the flags' ranges neither overflows; checked all the same.
+    let (Some(shape), Some(funding)) = (
+        Shape::new(args.txs, args.token_percent, args.fresh_percent),
+        workload::funding(args.blocks, args.txs),
+    ) else {
+        Args::command()
+            .error(
+                ErrorKind::ValueValidation,
+                "--txs and --blocks are too large together",
+            )
+            .exit()
+    };
     let temp;
     let path = match &args.dir {
         Some(dir) => dir.clone(),
@@ -78,7 +101,7 @@ fn main() -> Result<(), BoxError> {
     let start = Instant::now();
     let db = Db::import(
         Options::new(&path),
-        workload::genesis(args.accounts_log2),
+        workload::genesis(args.accounts_log2, funding),
         |p| {
             if let ImportProgress::Writing { entries, total } = p {
                 eprint!("\rimport: {entries} / {total} entries   ");
@@ -89,62 +112,104 @@ fn main() -> Result<(), BoxError> {
     eprintln!();
     report::imported(&args, import, &db)?;
 
-    let shape = Shape {
-        txs: args.txs,
-        token_percent: args.token_percent,
-        fresh_percent: args.fresh_percent,
-    };
     let mut chain = Chain::new(args.accounts_log2);
+    let deployment = chain.deployment();
+    let (figures, outcome) = run_block(&args, &db, &mut chain, &deployment)?;
+    report::block(&args, &figures);
+    check_deployed(&db, &outcome)?;
+
     let mut run = Vec::with_capacity(args.blocks);
     for _ in 0..args.blocks {
         let block = chain.next_block(shape);
-
-        let start = Instant::now();
-        let session = db.begin_session();
-        if !args.no_warm_up {
-            workload::warm_up(&session, &block);
-        }
-        let mut state = StateDb::new(&session);
-        let outcome = execute_block(&mut state, &block)?;
-        let changes = state.finish()?;
-        let execute = start.elapsed();
-
-        let start = Instant::now();
-        let out = session.commit_and_prove()?;
-        let commit = start.elapsed();
-        chain.sealed(&block, &out.root);
-
-        let witness_bytes = out.witness.encoded_len();
-        let shipped = BlockProof::new(out.witness, changes).encode();
-        let reexecute = if args.no_verify {
-            None
-        } else {
-            // What a verifier does with the bytes it was sent.
-            let start = Instant::now();
-            let proof = BlockProof::decode(&shipped)?;
-            let again = verify_block(&out.prev_root, &block, &proof, &out.root)?;
-            let took = start.elapsed();
-            if again != outcome {
-                return Err("the stateless re-execution's outcome differs".into());
-            }
-            Some(took)
-        };
-
-        let figures = BlockFigures {
-            number: block.header.number,
-            txs: block.txs.len(),
-            reverted: outcome.txs.iter().filter(|t| !t.success).count(),
-            gas: outcome.gas_used,
-            execute,
-            commit,
-            root: out.root,
-            witness_bytes,
-            shipped_bytes: shipped.len(),
-            reexecute,
-        };
+        let (figures, _) = run_block(&args, &db, &mut chain, &block)?;
         report::block(&args, &figures);
         run.push(figures);
     }
     report::summary(&args, &run);
+    Ok(())
+}
+
+/// Executes `block` on a session of `db`, commits it with its witness, and
+/// unless told not to re-executes it statelessly from the bytes shipped.
+fn run_block(
+    args: &Args,
+    db: &Db,
+    chain: &mut Chain,
+    block: &Block,
+) -> Result<(BlockFigures, BlockOutcome), BoxError> {
+    // What a verifier following the chain knows: the last block's hash.
+    let parent = chain.parent_hash;
+
+    let start = Instant::now();
+    let session = db.begin_session();
+    if !args.no_warm_up {
+        workload::warm_up(&session, block);
+    }
+    let mut state = StateDb::new(&session);
+    let outcome = execute_block(&mut state, block)?;
+    let changes = state.finish()?;
+    let execute = start.elapsed();
+
+    let start = Instant::now();
+    let out = session.commit_and_prove()?;
+    let commit = start.elapsed();
+    chain.sealed(block, &out.root);
+
+    let witness_bytes = out.witness.encoded_len();
+    let shipped = BlockProof::new(out.witness, changes).encode();
+    let reexecute = if args.no_verify {
+        None
+    } else {
+        // What a verifier does with the bytes it was sent.
+        let start = Instant::now();
+        let proof = BlockProof::decode(&shipped)?;
+        let again = verify_block(&out.prev_root, &parent, block, &proof, &out.root)?;
+        let took = start.elapsed();
+        if again != outcome {
+            return Err("the stateless re-execution's outcome differs".into());
+        }
+        Some(took)
+    };
+
+    let figures = BlockFigures {
+        number: block.header.number,
+        txs: block.txs.len(),
+        reverted: outcome.txs.iter().filter(|t| !t.success).count(),
+        gas: outcome.gas_used,
+        execute,
+        commit,
+        root: out.root,
+        witness_bytes,
+        shipped_bytes: shipped.len(),
+        reexecute,
+    };
+    Ok((figures, outcome))
+}
+
+/// Checks that the deployment succeeded and left the token's code where the
+/// transfers will call it.
+fn check_deployed(db: &Db, outcome: &BlockOutcome) -> Result<(), BoxError> {
+    if !outcome.txs.iter().all(|t| t.success) {
+        return Err("the token's deployment failed".into());
+    }
+    let reader = Reader(db);
+    let account = reader.basic_ref(workload::token_address())?;
+    let Some(account) = account else {
+        return Err("no account where the token was deployed".into());
+    };
+    let code = reader.code_by_hash_ref(account.code_hash)?;
+    if account.code_hash != keccak256(token::RUNTIME)
+        || code.original_byte_slice() != token::RUNTIME
+    {
+        return Err("the deployed code is not the token's".into());
+    }
+    // The deployment's supply, and the balances imported beforehand.
+    let balance =
+        |holder| reader.storage_ref(workload::token_address(), token::balance_slot(&holder));
+    if balance(workload::DEPLOYER)? != U256::from(workload::SUPPLY)
+        || balance(workload::address(0))? != U256::from(workload::TOKENS_EACH)
+    {
+        return Err("the token's balances are not the deployed and imported ones".into());
+    }
     Ok(())
 }

@@ -19,7 +19,8 @@ pub struct BlockFigures {
     pub root: pagetrie::Node,
     /// The witness `commit_and_prove` returned, encoded.
     pub witness_bytes: usize,
-    /// What a stateless verifier is sent: the witness and the values read.
+    /// What a stateless verifier is sent: the witness's multi-proof and the
+    /// values read.
     pub shipped_bytes: usize,
     /// Decoding the shipped bytes and re-executing from them.
     pub reexecute: Option<Duration>,
