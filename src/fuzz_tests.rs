@@ -47,7 +47,7 @@ fn build(dir: &std::path::Path) {
         let mut batch = Batch::new([round as u8; 32], store.meta().lengths);
         vplan.stage(&mut batch);
         pplan.stage(&mut batch);
-        let mut written = store.commit(batch).unwrap();
+        let mut written = store.persist(batch).unwrap();
         pages.publish(pplan, written.take(Target::Pages));
         values.publish(vplan, written.take(Target::Buckets));
     }

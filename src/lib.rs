@@ -49,8 +49,6 @@ mod bytes;
 #[cfg(feature = "std")]
 mod clock;
 #[cfg(feature = "std")]
-mod commit;
-#[cfg(feature = "std")]
 mod db;
 mod error;
 #[cfg(all(test, feature = "std"))]
@@ -64,6 +62,8 @@ mod store;
 #[cfg(all(test, feature = "std"))]
 mod test_support;
 pub mod trie;
+#[cfg(feature = "std")]
+mod update;
 #[cfg(feature = "std")]
 mod value_store;
 

@@ -37,7 +37,7 @@ pub(crate) fn commit_values(
     let mut plan = values.plan(changes, seqno, |_| Ok(())).unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
-    let mut written = store.commit(batch).unwrap();
+    let mut written = store.persist(batch).unwrap();
     before_publish();
     values.publish(plan, written.take(Target::Buckets));
 }

@@ -2,12 +2,12 @@
 //! metrics and commit output.
 //!
 //! Owns the order of a commit: check the session is current, update the trie
-//! (the commit pipeline), plan both stores, commit one batch, publish. May not
+//! (`update`), plan both stores, commit one batch, publish. May not
 //! reach below the stores' crate-visible APIs: what pages and buckets look like
 //! is theirs.
 
 mod build_dir;
-mod commit_order;
+mod commit;
 mod export;
 mod history;
 mod import;
@@ -275,7 +275,7 @@ impl Db {
 
 #[cfg(test)]
 impl Db {
-    /// The stores, for tests that check what the commit pipeline left in them.
+    /// The stores, for tests that check what a commit left in them.
     pub(crate) fn parts(&self) -> (&Store, &PageStore, &ValueStore) {
         (&self.shared.store, &self.shared.pages, &self.shared.values)
     }

@@ -23,12 +23,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::commit_order::Prepared;
+use super::commit::Prepared;
 use super::history::{Head, Pin};
 use super::Shared;
-use crate::commit::Unwritten;
 use crate::trie::proof::Witness;
 use crate::trie::{KeyPath, Node};
+use crate::update::Unwritten;
 use crate::Error;
 
 /// What a session (and what finishing it makes) builds on: a committed state,

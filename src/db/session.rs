@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::commit_order::Prepared;
+use super::commit::Prepared;
 use super::overlay::{Base, Overlay};
 use super::prefetch::Hint;
 use super::{KeyedValues, Reads, Shared};

@@ -9,7 +9,7 @@
 //! published here only once durable.
 //!
 //! Owns slots, the index and the cache; knows pages only as blocks that name
-//! themselves. May not decide what a page contains: that is the commit pipeline's.
+//! themselves. May not decide what a page contains: that is the trie update's (`update`).
 
 mod cache;
 mod index;

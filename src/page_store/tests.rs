@@ -34,7 +34,7 @@ fn commit(
     let mut plan = plan_of(pages, changes, seqno)?;
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
-    let mut written = store.commit(batch)?;
+    let mut written = store.persist(batch)?;
     pages.publish(plan, written.take(Target::Pages));
     Ok(())
 }
@@ -203,7 +203,7 @@ fn a_plan_in_parts_with_writes_started_between_commits_as_one() {
                 plan.stage(&mut batch);
                 store.write_early(&mut batch).unwrap();
             }
-            let mut written = store.commit(batch).unwrap();
+            let mut written = store.persist(batch).unwrap();
             pages.publish(plan, written.take(Target::Pages));
             model = ids
                 .chunks(20)
@@ -324,7 +324,7 @@ fn reads_during_commits_see_published_pages_only() {
         let mut plan = plan_of(&pages, changes, seqno).unwrap();
         let mut batch = Batch::new([0; 32], store.meta().lengths);
         plan.stage(&mut batch);
-        let mut written = store.commit(batch).unwrap();
+        let mut written = store.persist(batch).unwrap();
         publishing.store(round as u64, Ordering::SeqCst);
         pages.publish(plan, written.take(Target::Pages));
         published.store(round as u64, Ordering::SeqCst);
@@ -401,7 +401,7 @@ fn a_plan_that_is_never_committed_frees_nothing() {
     assert_matches(&pages, &model, &ids);
 }
 
-/// Changes as the commit pipeline hands them over: pages shared.
+/// Changes as the trie update hands them over: pages shared.
 fn shared(changes: Vec<(PageId, Option<Page>)>) -> Vec<(PageId, Option<Arc<Page>>)> {
     changes
         .into_iter()

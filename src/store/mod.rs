@@ -13,7 +13,7 @@
 //! history). Knows nothing of what pages and buckets mean: the page store and
 //! value store build on it.
 //!
-//! By concern: [`batch`] what a commit hands over, [`commit`] the protocol,
+//! By concern: [`batch`] what a commit hands over, [`persist`] the commit protocol,
 //! [`recovery`] open's choice of the durable commit, [`reads`] block reads,
 //! [`record_log`] the logs, [`catalog`] and [`history_log`] what is kept in them,
 //! [`config`] how a store is opened.
@@ -21,11 +21,11 @@
 mod batch;
 mod catalog;
 mod chained_sum;
-mod commit;
 mod config;
 mod framing;
 mod history_log;
 mod meta;
+mod persist;
 mod published;
 mod reads;
 mod record_log;

@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::commit::{write_blocks, LogRecord};
 use super::framing;
+use super::persist::{write_blocks, LogRecord};
 use crate::block::BLOCK_SIZE;
 use crate::io::{DataFile, Dir, Io};
 use crate::Error;

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::commit::write_meta;
+use super::persist::write_meta;
 use super::slot_map::{self, SlotMap};
 use super::{meta, Durable, Meta, Target, MAP_FILES, TARGETS};
 use crate::block::BLOCK_SIZE;

@@ -177,7 +177,7 @@ fn faulty_store(dir: &Path, commits: u64) -> (Store, Arc<Faults>) {
     };
     let store = Store::open(dir, config).unwrap();
     for k in 1..=commits {
-        store.commit(batch(k)).unwrap();
+        store.persist(batch(k)).unwrap();
     }
     (store, faults)
 }
@@ -229,7 +229,7 @@ fn commits_survive_reopen_on_both_engines() {
         .unwrap();
         assert_state(&store, 0);
         for k in 1..=20 {
-            store.commit(batch(k)).unwrap();
+            store.persist(batch(k)).unwrap();
         }
         assert_state(&store, 20);
         drop(store);
@@ -253,7 +253,7 @@ fn a_block_written_twice_in_one_commit_keeps_the_last_write() {
             block: stamp(k, Target::Pages, k % 3),
         })
         .collect();
-    store.commit(batch).unwrap();
+    store.persist(batch).unwrap();
     for (index, k) in [(0, 48), (1, 49), (2, 47)] {
         assert!(store.read(Target::Pages, index).unwrap().0 == stamp(k, Target::Pages, index).0);
     }
@@ -273,16 +273,16 @@ fn a_commit_never_writes_over_or_frees_what_it_must_not() {
     // Over a slot the durable state uses: refused, nothing written.
     let mut over = batch(4);
     over.writes.push(write(used));
-    assert!(matches!(store.commit(over), Err(Error::Internal(_))));
+    assert!(matches!(store.persist(over), Err(Error::Internal(_))));
     // Freed and written again in the same commit: still a write over it.
     let mut again = batch(4);
     again.freed.push((Target::Buckets, used as u32));
     again.writes.push(write(used));
-    assert!(matches!(store.commit(again), Err(Error::Internal(_))));
+    assert!(matches!(store.persist(again), Err(Error::Internal(_))));
     // Freeing a slot not in use.
     let mut unused = batch(4);
     unused.freed.push((Target::Buckets, free));
-    assert!(matches!(store.commit(unused), Err(Error::Internal(_))));
+    assert!(matches!(store.persist(unused), Err(Error::Internal(_))));
     still_at_3_and_usable(store, dir.path());
 }
 
@@ -306,7 +306,7 @@ fn early_writes_commit_like_late_ones_and_an_abandoned_one_changes_nothing() {
             store.write_early(&mut b).unwrap();
         }
         b.writes = rest;
-        store.commit(b).unwrap();
+        store.persist(b).unwrap();
         assert_state(&store, k);
     }
     drop(store);
@@ -328,11 +328,11 @@ fn early_writes_are_refused_where_they_could_race() {
     let late = std::mem::replace(&mut b.writes, vec![twin]);
     store.write_early(&mut b).unwrap();
     b.writes = late;
-    assert!(matches!(store.commit(b), Err(Error::Internal(_))));
+    assert!(matches!(store.persist(b), Err(Error::Internal(_))));
     // A commit beside early writes it does not include.
     let mut b = batch(4);
     store.write_early(&mut b).unwrap();
-    assert!(matches!(store.commit(batch(4)), Err(Error::Internal(_))));
+    assert!(matches!(store.persist(batch(4)), Err(Error::Internal(_))));
     drop(b);
     // Early writes over a used slot, or shrinking a file under used slots.
     let used = store.used_slots(Target::Pages)[0];
@@ -356,7 +356,7 @@ fn early_writes_are_refused_where_they_could_race() {
 /// commits and reopens as ever.
 fn still_at_3_and_usable(store: Store, dir: &Path) {
     assert_state(&store, 3);
-    store.commit(batch(4)).unwrap();
+    store.persist(batch(4)).unwrap();
     drop(store);
     assert_state(&open(dir), 4);
 }
@@ -397,14 +397,14 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
                 let (store, faults) = faulty_store(dir.path(), 3);
                 faults.short_writes.store(short, Ordering::SeqCst);
                 faults.writes_left.store(fail_at, Ordering::SeqCst);
-                let error = store.commit(batch(4)).err();
+                let error = store.persist(batch(4)).err();
                 let durable = match error {
                     None => panic!("fault at write {fail_at} unnoticed"),
                     Some(Error::CommitDurable(_)) => true,
                     Some(Error::CommitInDoubt(_)) => panic!("a failed write is not in doubt"),
                     Some(_) => false,
                 };
-                assert!(matches!(store.commit(batch(4)), Err(Error::Poisoned)));
+                assert!(matches!(store.persist(batch(4)), Err(Error::Poisoned)));
                 assert!(matches!(store.read(Target::Pages, 0), Err(Error::Poisoned)));
                 faults
                     .lose_power(&store.files(), PowerLoss::from_seed(power_loss_seed))
@@ -421,7 +421,7 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
                     "fail_at {fail_at} short {short} seed {power_loss_seed:?}"
                 );
                 assert_state(&reopened, s);
-                reopened.commit(batch(s + 1)).unwrap();
+                reopened.persist(batch(s + 1)).unwrap();
                 assert_state(&reopened, s + 1);
                 cases += 1;
             }
@@ -440,9 +440,9 @@ fn failed_syncs_and_reads_are_errors() {
     // The data's sync failed: nothing names those blocks, so the commit is
     // simply not applied.
     faults.fail_syncs.store(true, Ordering::SeqCst);
-    let e = store.commit(batch(2)).err();
+    let e = store.persist(batch(2)).err();
     assert!(matches!(e, Some(Error::Io { .. })), "{e:?}");
-    assert!(matches!(store.commit(batch(2)), Err(Error::Poisoned)));
+    assert!(matches!(store.persist(batch(2)), Err(Error::Poisoned)));
     drop(store);
     assert_state(&open(dir.path()), 1);
 }
@@ -455,10 +455,10 @@ fn a_failed_map_sync_and_a_failed_erasure_leave_the_commit_in_doubt() {
     // its erasure: either state may be found, and the error says so.
     faults.fail_syncs_after(data_writes(2).1);
     assert!(matches!(
-        store.commit(batch(2)),
+        store.persist(batch(2)),
         Err(Error::CommitInDoubt(_))
     ));
-    assert!(matches!(store.commit(batch(2)), Err(Error::Poisoned)));
+    assert!(matches!(store.persist(batch(2)), Err(Error::Poisoned)));
     drop(store);
     let reopened = open(dir.path());
     let s = reopened.meta().seqno;
@@ -476,7 +476,7 @@ fn an_error_from_a_commit_says_whether_reopening_finds_it() {
             let dir = tempfile::tempdir().unwrap();
             let (store, faults) = faulty_store(dir.path(), 3);
             faults.sync_fails_after.store(fail_at, Ordering::SeqCst);
-            let expected = match store.commit(batch(4)) {
+            let expected = match store.persist(batch(4)) {
                 Ok(_) => {
                     assert_eq!(fail_at, syncs, "a failed sync unnoticed");
                     4
@@ -493,7 +493,7 @@ fn an_error_from_a_commit_says_whether_reopening_finds_it() {
             drop(store);
             let reopened = open(dir.path());
             assert_state(&reopened, expected);
-            reopened.commit(batch(expected + 1)).unwrap();
+            reopened.persist(batch(expected + 1)).unwrap();
             assert_state(&reopened, expected + 1);
         }
     }
@@ -530,13 +530,13 @@ fn a_damaged_newest_meta_record_is_rebuilt_from_its_map() {
             faults
                 .writes_left
                 .store(before_durable + u64::from(written), Ordering::SeqCst);
-            let result = store.commit(batch(5));
+            let result = store.persist(batch(5));
             assert_eq!(result.is_ok(), written);
             drop(store);
             damage_meta_slot(dir.path(), 1, damage);
             let reopened = open(dir.path());
             assert_state(&reopened, 5);
-            reopened.commit(batch(6)).unwrap();
+            reopened.persist(batch(6)).unwrap();
             drop(reopened);
             assert_state(&open(dir.path()), 6);
         }
@@ -550,7 +550,7 @@ fn a_torn_first_record_of_an_empty_database_opens_empty() {
     damage_meta_slot(dir.path(), 0, "tear");
     let store = open(dir.path());
     assert_state(&store, 0);
-    store.commit(batch(1)).unwrap();
+    store.persist(batch(1)).unwrap();
     drop(store);
     assert_state(&open(dir.path()), 1);
 }
@@ -561,8 +561,8 @@ fn a_batch_writing_past_its_lengths_is_refused_without_poisoning() {
     let store = open(dir.path());
     let mut bad = batch(1);
     bad.lengths[Target::Buckets as usize] = 2;
-    assert!(matches!(store.commit(bad), Err(Error::Internal(_))));
-    store.commit(batch(1)).unwrap();
+    assert!(matches!(store.persist(bad), Err(Error::Internal(_))));
+    store.persist(batch(1)).unwrap();
     assert_state(&store, 1);
 }
 
@@ -595,7 +595,7 @@ fn crash_child() {
     println!("\nopened at {k}");
     loop {
         k += 1;
-        store.commit(batch(k)).unwrap();
+        store.persist(batch(k)).unwrap();
         println!("committed {k}");
     }
 }
@@ -703,7 +703,7 @@ fn kills_at_random_moments_500_times() {
 fn small_database(dir: &Path) {
     let store = open(dir);
     for k in 1..=8 {
-        store.commit(batch(k)).unwrap();
+        store.persist(batch(k)).unwrap();
     }
 }
 
@@ -765,13 +765,13 @@ fn no_room_refuses_a_commit_without_poisoning_the_store() {
     let (store, faults) = faulty_store(dir.path(), 1);
     // Commit 2 grows the buckets file; there is no room for it.
     faults.disk_full_after(0);
-    match store.commit(batch(2)) {
+    match store.persist(batch(2)) {
         Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ENOSPC)),
         other => panic!("expected ENOSPC, got {:?}", other.err()),
     }
     store.read(Target::Pages, 1).unwrap();
     faults.clear();
-    store.commit(batch(2)).unwrap();
+    store.persist(batch(2)).unwrap();
     drop(store);
     assert_state(&open(dir.path()), 2);
 }

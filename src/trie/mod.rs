@@ -2,7 +2,7 @@
 //! builder, proofs and the page layout.
 //!
 //! Owns what the trie *is*: pure functions over nodes, entries and page bytes. It
-//! may not touch files, I/O or threads; the stores and the commit pipeline build on
+//! may not touch files, I/O or threads; the stores and the trie update build on
 //! it, and without the `std` feature it is all that remains (minus pages), so
 //! verification runs in no_std + alloc.
 

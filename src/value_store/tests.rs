@@ -436,7 +436,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
         .unwrap();
     let mut batch = Batch::new([0; 32], store.meta().lengths);
     plan.stage(&mut batch);
-    assert!(store.commit(batch).is_err());
+    assert!(store.persist(batch).is_err());
     assert!(matches!(values.get(&key(2)), Err(Error::Poisoned)));
     assert!(matches!(values.get(&key(1)), Err(Error::Poisoned)));
 }

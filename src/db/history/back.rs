@@ -6,13 +6,13 @@ use std::sync::Arc;
 use super::chain::Chain;
 use super::snapshots::{Head, Pin};
 use super::undo::KEPT_PAGE_LEVEL;
-use crate::commit::{update_trie, Change, Unwritten};
-use crate::db::commit_order::Step;
+use crate::db::commit::Step;
 use crate::db::prefetch::Hint;
 use crate::db::{Db, KeyedValues, Reads, Shared};
 use crate::trie::page_id::PageId;
 use crate::trie::proof::MultiProof;
 use crate::trie::{hash_value, KeyPath, Node};
+use crate::update::{update_trie, Change, Unwritten};
 use crate::Error;
 
 impl Db {

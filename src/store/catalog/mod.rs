@@ -20,8 +20,8 @@ mod merge;
 use std::sync::Arc;
 
 use super::chained_sum::ChainedSum;
-use super::commit::write_blocks;
 use super::framing::to_blocks;
+use super::persist::write_blocks;
 use super::record_log::{Keep, RecordLog, Records};
 use super::slot_map::{SlotMap, SLOTTED};
 use super::{Meta, Target};

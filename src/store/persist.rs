@@ -77,7 +77,7 @@ impl Store {
     /// slots, which nothing uses), and reopening yields the state before the batch;
     /// except for [`Error::CommitDurable`] (the state after it) and
     /// [`Error::CommitInDoubt`] (either).
-    pub(crate) fn commit(&self, mut batch: Batch) -> Result<Written, Error> {
+    pub(crate) fn persist(&self, mut batch: Batch) -> Result<Written, Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
         keep_last_writes(&mut batch.writes);

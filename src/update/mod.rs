@@ -1,4 +1,4 @@
-//! The commit pipeline (docs/design.md section 7): from a session's sorted changes to
+//! The trie update (docs/design.md section 7): from a session's sorted changes to
 //! the new root, the page changes and the witness.
 //!
 //! Owns what pages contain: which subtrees are stored (those with at least

@@ -15,12 +15,12 @@ use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
 use super::{CommitOutput, KeyedValues, Reads, Shared};
-use crate::commit::{update_trie, Change, PageChanges, PageSink, Tree, TrieUpdate, Unwritten};
 use crate::page_store::PagePlan;
 use crate::store::{Batch, Target};
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
 use crate::trie::{hash_value, KeyPath, Node, TERMINATOR};
+use crate::update::{update_trie, Change, PageChanges, PageSink, Tree, TrieUpdate, Unwritten};
 use crate::value_store::ValuePlan;
 use crate::Error;
 
@@ -452,7 +452,7 @@ impl Shared {
 
         // A plan that is not committed changed nothing: dropping it is enough.
         let started = self.clock();
-        let mut written = self.store.commit(batch)?;
+        let mut written = self.store.persist(batch)?;
         // The root, new sessions' base and the values readers see move as one:
         // a reader that sees the published values also sees the undo log that
         // takes a session pinned before back to its base.
