@@ -17,7 +17,7 @@ pub(super) struct BuildDir {
 }
 
 impl BuildDir {
-    /// Locks the staging directory of `target`, which must not exist or be an
+    /// Locks the build directory of `target`, which must not exist or be an
     /// empty directory ([`Error::DirectoryNotEmpty`] otherwise).
     pub(super) fn lock(target: &Path, suffix: &str) -> Result<BuildDir, Error> {
         let occupied =
@@ -43,7 +43,7 @@ impl BuildDir {
         })
     }
 
-    /// The staging directory.
+    /// The build directory.
     pub(super) fn dir(&self) -> &Path {
         &self.dir
     }
@@ -75,12 +75,12 @@ impl BuildDir {
     }
 
     /// Moves the built database (closed by now) to the target, durably, and
-    /// removes the staging directory.
+    /// removes the build directory.
     pub(super) fn publish(self) -> Result<(), Error> {
         // The build's blocks and buffers are free now; its peak need not stay
         // resident while the database serves.
         crate::block::release_free();
-        // On failure the staging directory stays: a restore resumes from it,
+        // On failure the build directory stays: a restore resumes from it,
         // an import clears it.
         replace_durably(&self.db_path(), &self.target)?;
         // The database is in place; what is left is garbage, which a failure
@@ -89,7 +89,7 @@ impl BuildDir {
         Ok(())
     }
 
-    /// Removes the staging directory after a failed build.
+    /// Removes the build directory after a failed build.
     pub(super) fn discard(self) {
         let _ = fs::remove_dir_all(&self.dir);
     }

@@ -119,7 +119,7 @@ impl Shared {
     pub(super) fn writer_at(&self, base: Head) -> Result<(MutexGuard<'_, ()>, Head), Error> {
         let writer = self.writer.lock();
         self.store.check_usable()?;
-        let head = self.versions.head();
+        let head = self.snapshots.head();
         if head != base {
             return Err(Error::StaleSession);
         }
@@ -131,7 +131,7 @@ impl Shared {
     fn writer_seeing(&self, base: &Base) -> Result<MutexGuard<'_, ()>, Error> {
         let writer = self.writer.lock();
         self.store.check_usable()?;
-        if !base.sees(self.versions.head()) {
+        if !base.sees(self.snapshots.head()) {
             return Err(Error::StaleSession);
         }
         Ok(writer)
@@ -227,7 +227,7 @@ impl Shared {
     pub(super) fn prove_head(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
         let _writer = self.writer.lock();
         self.store.check_usable()?;
-        self.prove_locked(self.versions.head(), keys, None)
+        self.prove_locked(self.snapshots.head(), keys, None)
     }
 
     /// Loads into the caches what proving `keys` at the head reads, without
@@ -237,7 +237,7 @@ impl Shared {
     /// meanwhile may make it fail; the caches keep only committed blocks).
     pub(super) fn load_paths(&self, keys: &[KeyPath]) {
         self.prefetch(keys.iter().map(|&key| Hint { key, bucket: true }).collect());
-        let _ = self.prove_locked(self.versions.head(), keys, None);
+        let _ = self.prove_locked(self.snapshots.head(), keys, None);
     }
 
     /// The caller holds the writer lock, and the stores under `unwritten`
@@ -436,7 +436,7 @@ impl Shared {
         // One undo for the sessions' snapshots and the history.
         let undo = Arc::new(Undo::new(seqno, base.root, root, &previous, old_pages)?);
         drop(previous);
-        let chain = self.versions.head_and_chain().1;
+        let chain = self.snapshots.head_and_chain().1;
         let chain = match (self.options.history, step) {
             (0, _) => Chain::default(),
             (_, Step::Keep) => {
@@ -454,14 +454,14 @@ impl Shared {
         let started = self.clock();
         let mut written = self.store.persist(batch)?;
         // The root, new sessions' base and the values readers see move as one:
-        // a reader that sees the published values also sees the undo log that
+        // a reader that sees the published values also sees the undo that
         // takes a session pinned before back to its base.
-        self.versions.install(undo);
+        self.snapshots.install(undo);
         self.values
             .publish(value_plan, written.take(Target::Buckets));
         self.pages.publish(page_plan, written.take(Target::Pages));
         let keep_from = chain.keep_from(seqno + 1);
-        self.versions.advance(Head { seqno, root }, chain);
+        self.snapshots.advance(Head { seqno, root }, chain);
         CommitTimers::add(&self.timers.write_ns, started);
         if self.options.history > 0 {
             self.store.trim_history(keep_from);

@@ -141,12 +141,12 @@ impl Db {
             Ok(starts)
         };
         // The cuts' paths into the caches before holding commits back.
-        let early = shared.versions.head();
+        let early = shared.snapshots.head();
         let tentative = cuts(shared)?;
         shared.load_paths(&tentative);
         let (pin, head, starts, proof) = {
             let _writer = shared.writer.lock();
-            let (pin, head) = Pin::head(&shared.versions);
+            let (pin, head) = Pin::head(&shared.snapshots);
             if start != [0; 32] && shared.values.get(&start)?.is_none() {
                 return Err(Error::MalformedChunk(
                     "an export starts at the zero key or at a present key",

@@ -6,9 +6,9 @@
 //! the budget allows. Committing ascending key ranges writes every bucket and
 //! page about once, instead of once per block.
 //!
-//! Crash safety comes from building in a staging directory beside the target
+//! Crash safety comes from building in a build directory beside the target
 //! and renaming it into place at the end ([`BuildDir`]): a kill leaves either
-//! no database at the path or a complete one (a stale staging directory is
+//! no database at the path or a complete one (a stale build directory is
 //! cleared by the next import).
 
 use std::fs::{self, File};
@@ -73,24 +73,24 @@ impl Db {
         entries: impl IntoIterator<Item = Pair>,
         mut progress: impl FnMut(ImportProgress),
     ) -> Result<Db, Error> {
-        let staging = BuildDir::lock(&options.path, "importing")?;
-        staging.clear()?;
-        if let Err(e) = build(&options, &staging, entries, &mut progress) {
-            staging.discard();
+        let build_dir = BuildDir::lock(&options.path, "importing")?;
+        build_dir.clear()?;
+        if let Err(e) = build(&options, &build_dir, entries, &mut progress) {
+            build_dir.discard();
             return Err(e);
         }
-        staging.publish()?;
+        build_dir.publish()?;
         Db::open(options)
     }
 }
 
 fn build(
     options: &Options,
-    staging: &BuildDir,
+    build_dir: &BuildDir,
     entries: impl IntoIterator<Item = Pair>,
     progress: &mut impl FnMut(ImportProgress),
 ) -> Result<(), Error> {
-    let spill = staging.dir().join("spill");
+    let spill = build_dir.dir().join("spill");
     fs::create_dir_all(&spill)?;
     let total = partition(entries.into_iter().map(Ok), &spill, 0, |n| {
         if n.is_multiple_of(REPORT_EVERY) {
@@ -99,9 +99,9 @@ fn build(
     })?;
     progress(ImportProgress::Reading { entries: total });
 
-    // The staging commits are no versions anyone rolls back to.
+    // The build's commits are no versions anyone rolls back to.
     let db = Db::open(Options {
-        path: staging.db_path(),
+        path: build_dir.db_path(),
         history: 0,
         ..options.clone()
     })?;
@@ -116,7 +116,7 @@ fn build(
             .into_iter()
             .map(|(k, v)| (k, Some(v)))
             .collect();
-        let head = db.shared.versions.head();
+        let head = db.shared.snapshots.head();
         db.shared.commit(head, writes, Reads::default(), false)?;
         progress(ImportProgress::Writing {
             entries: written,

@@ -34,7 +34,7 @@ pub use overlay::Overlay;
 pub use restore::Restore;
 pub use session::{CommitOutput, Finished, Session};
 
-use history::{Chain, Head, Versions};
+use history::{Chain, Head, Snapshots};
 use metrics::CommitTimers;
 
 /// Keys with a value each (`None`: absent or deleted), sorted by key.
@@ -82,7 +82,7 @@ pub(crate) struct Shared {
     pages: PageStore,
     options: Options,
     /// The head sessions start from, and the old values their snapshots need.
-    versions: Arc<Versions>,
+    snapshots: Arc<Snapshots>,
     /// Held for a whole commit: one writer at a time.
     writer: Mutex<()>,
     /// Whether open indexed the stores from the catalog, without reading
@@ -133,7 +133,7 @@ impl Db {
             values,
             pages,
             options,
-            versions: Arc::new(Versions::new(
+            snapshots: Arc::new(Snapshots::new(
                 Head {
                     seqno: meta.seqno,
                     root: meta.root,
@@ -164,7 +164,7 @@ impl Db {
     /// the disk may then be one this handle never published.
     pub fn root(&self) -> Result<Node, Error> {
         self.shared.store.check_usable()?;
-        Ok(self.shared.versions.head().root)
+        Ok(self.shared.snapshots.head().root)
     }
 
     /// The committed value of `key`: at [`Db::root`] as read just before, or at
@@ -175,7 +175,7 @@ impl Db {
         loop {
             // Unpinned: commits landing during the read may expire its
             // base (`Options::snapshot_budget_mib`); a newer one answers.
-            let base = self.shared.versions.head().seqno;
+            let base = self.shared.snapshots.head().seqno;
             match self.shared.read_pinned(base, key) {
                 Err(Error::SnapshotTooOld) => continue,
                 read => return read,
@@ -225,7 +225,7 @@ impl Db {
         let writes = io.counters.writes.load(Ordering::Relaxed);
         let (page_hits, page_misses, pages_prefetched) = s.pages.cache_counts();
         let (value_hits, value_misses) = s.values.cache_counts();
-        let retained = s.versions.retained();
+        let retained = s.snapshots.retained();
         let (hints_queued, hints_dropped) = s.hints.counts();
         Metrics {
             reads_issued: io.counters.reads.load(Ordering::Relaxed),
@@ -240,7 +240,7 @@ impl Db {
             value_cache_misses: value_misses,
             commits: s.timers.commits.load(Ordering::Relaxed),
             live_sessions: retained.sessions,
-            retained_versions: retained.versions,
+            retained_versions: retained.undos,
             retained_version_bytes: retained.bytes,
             history_commits: retained.history,
             history_bytes: retained.history_bytes,
@@ -297,10 +297,10 @@ impl Drop for Db {
 impl Shared {
     /// The value of `key` at commit `base`, which a pin keeps readable.
     fn read_pinned(&self, base: u64, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        // The store first: whatever commit it shows, the undo logs of every
+        // The store first: whatever commit it shows, the undos of every
         // commit up to it are installed by then.
         let current = self.values.get(key)?;
-        self.versions.resolve(base, key, current)
+        self.snapshots.resolve(base, key, current)
     }
 
     /// Starts loading what reading or writing the hinted keys will need.

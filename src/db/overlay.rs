@@ -51,7 +51,7 @@ pub(super) struct Base {
 impl Base {
     /// The committed head.
     pub(super) fn committed(shared: &Arc<Shared>) -> Base {
-        let (pin, head) = Pin::head(&shared.versions);
+        let (pin, head) = Pin::head(&shared.snapshots);
         Base {
             head,
             below: head,
@@ -89,7 +89,7 @@ impl Base {
             return Base {
                 head: node.head,
                 below: node.head,
-                pin: Pin::at(&shared.versions, node.head.seqno),
+                pin: Pin::at(&shared.snapshots, node.head.seqno),
                 parent: Mutex::new(None),
                 unwritten: None,
                 covers: 0,
@@ -119,7 +119,7 @@ impl Base {
         Base {
             head: node.head,
             below,
-            pin: Pin::at(&shared.versions, below.seqno),
+            pin: Pin::at(&shared.snapshots, below.seqno),
             parent: Mutex::new(Some(overlay.clone())),
             unwritten: Some(unwritten),
             covers: live.len(),
@@ -290,7 +290,7 @@ impl Overlay {
         shared.store.check_usable()?;
         // An identical state is committed (the same root at the same
         // height): nothing to write.
-        if shared.versions.head() != self.node.head {
+        if shared.snapshots.head() != self.node.head {
             self.node.base.commit_parent()?;
             let prepared = pending.as_ref().ok_or(Error::StaleSession)?;
             if let Err(e) = shared.commit_prepared(prepared) {

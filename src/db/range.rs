@@ -3,7 +3,7 @@
 //! The value store keeps keys in buckets of contiguous ranges, so a range is
 //! read bucket run by bucket run, each run from one published state. That
 //! state may be newer than the iteration's commit: the commit is pinned, and
-//! the undo logs of the commits after it give back the old values of every
+//! the undos of the commits after it give back the old values of every
 //! key they changed in the run's range.
 
 use std::sync::Arc;
@@ -30,7 +30,7 @@ pub(super) struct RangeIter {
     /// Declared first, so its thread is joined before the pin goes.
     ahead: Option<ReadAhead>,
     shared: Arc<Shared>,
-    /// Keeps the commit's undo logs.
+    /// Keeps the commit's undos.
     _pin: Pin,
     base: u64,
     /// Where the next run starts; `None` once the range is read.
@@ -98,7 +98,7 @@ impl RangeIter {
         end: Option<KeyPath>,
     ) -> Result<RangeIter, Error> {
         shared.store.check_usable()?;
-        let (pin, head) = Pin::head(&shared.versions);
+        let (pin, head) = Pin::head(&shared.snapshots);
         Ok(RangeIter::pinned(shared, pin, head.seqno, start, end))
     }
 
@@ -136,7 +136,7 @@ impl RangeIter {
                 None => s.values.range(&from, FIRST_RUN)?,
             };
             // After the read: the logs of every commit it may show are in.
-            let changed = s.versions.changed_in(self.base, &from, after.as_ref())?;
+            let changed = s.snapshots.changed_in(self.base, &from, after.as_ref())?;
             let mut entries = if changed.is_empty() {
                 stored
             } else {

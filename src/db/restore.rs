@@ -2,7 +2,7 @@
 //! sent by peers it does not.
 //!
 //! Each chunk is verified against the root before anything of it is stored,
-//! then committed to a database in a staging directory beside the path. A
+//! then committed to a database in a build directory beside the path. A
 //! small progress file, replaced atomically after each commit, records the
 //! root and where the next chunk starts. A kill between the commit and the
 //! progress write leaves the progress one chunk behind; applying that chunk
@@ -30,7 +30,7 @@ const PROGRESS_LEN: usize = 8 + 32 + 1 + 32 + 8;
 /// then [`Restore::finish`] it.
 pub struct Restore {
     db: Db,
-    staging: BuildDir,
+    build_dir: BuildDir,
     options: Options,
     root: Node,
     /// Where the next chunk starts; `None` when the state is complete.
@@ -50,31 +50,31 @@ impl Db {
     /// at once fails with [`Error::Locked`]. A peer whose committed root is
     /// still `root` makes the chunks from there with [`Db::export_from`].
     pub fn restore(options: Options, root: Node) -> Result<Restore, Error> {
-        let staging = BuildDir::lock(&options.path, "restoring")?;
+        let build_dir = BuildDir::lock(&options.path, "restoring")?;
         // The chunks' commits are no versions anyone rolls back to.
         let db_options = Options {
-            path: staging.db_path(),
+            path: build_dir.db_path(),
             history: 0,
             ..options.clone()
         };
-        let resumed = read_progress(staging.dir())
-            .filter(|(r, _)| *r == root && staging.db_path().is_dir())
+        let resumed = read_progress(build_dir.dir())
+            .filter(|(r, _)| *r == root && build_dir.db_path().is_dir())
             .and_then(|(_, next)| Some((Db::open(db_options.clone()).ok()?, next)));
         let (db, next) = match resumed {
             Some(resumed) => resumed,
             // Nothing to resume, another root, or work that does not open:
             // start over.
             None => {
-                staging.clear()?;
+                build_dir.clear()?;
                 let db = Db::open(db_options)?;
                 let next = Some([0; 32]);
-                write_progress(staging.dir(), &root, next.as_ref())?;
+                write_progress(build_dir.dir(), &root, next.as_ref())?;
                 (db, next)
             }
         };
         Ok(Restore {
             db,
-            staging,
+            build_dir,
             options,
             root,
             next,
@@ -114,9 +114,9 @@ impl Restore {
                 .map(|(k, v)| (*k, Some(v.clone())))
                 .collect();
             let shared = &self.db.shared;
-            shared.commit(shared.versions.head(), writes, Reads::default(), false)?;
+            shared.commit(shared.snapshots.head(), writes, Reads::default(), false)?;
         }
-        write_progress(self.staging.dir(), &self.root, chunk.end())?;
+        write_progress(self.build_dir.dir(), &self.root, chunk.end())?;
         self.next = chunk.end().copied();
         Ok(())
     }
@@ -132,11 +132,11 @@ impl Restore {
         }
         if self.db.root()? != self.root {
             // Not worth resuming: the next restore starts over.
-            let _ = fs::remove_file(self.staging.dir().join(PROGRESS));
+            let _ = fs::remove_file(self.build_dir.dir().join(PROGRESS));
             return Err(Error::RootMismatch);
         }
         drop(self.db);
-        self.staging.publish()?;
+        self.build_dir.publish()?;
         Db::open(self.options)
     }
 }

@@ -12,55 +12,55 @@ use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 
 /// Page levels always in RAM: the root page, its 64 children and their 4096.
-pub(super) const PINNED_LEVELS: usize = 3;
+pub(super) const RESIDENT_LEVELS: usize = 3;
 
 pub(super) struct PageCache {
-    pinned: RwLock<HashMap<PageId, Arc<Page>>>,
+    resident: RwLock<HashMap<PageId, Arc<Page>>>,
     clock: ClockCache<PageId, Arc<Page>>,
 }
 
 impl PageCache {
-    /// A cache holding up to `capacity` pages below the pinned levels.
+    /// A cache holding up to `capacity` pages below the resident levels.
     pub(super) fn new(capacity: usize) -> PageCache {
         PageCache {
-            pinned: RwLock::new(HashMap::new()),
+            resident: RwLock::new(HashMap::new()),
             clock: ClockCache::new(capacity),
         }
     }
 
     pub(super) fn get(&self, id: &PageId) -> Option<Arc<Page>> {
-        if id.level() < PINNED_LEVELS {
-            return self.pinned.read().get(id).cloned();
+        if id.level() < RESIDENT_LEVELS {
+            return self.resident.read().get(id).cloned();
         }
         self.clock.get(id)
     }
 
     pub(super) fn contains(&self, id: &PageId) -> bool {
-        if id.level() < PINNED_LEVELS {
-            return self.pinned.read().contains_key(id);
+        if id.level() < RESIDENT_LEVELS {
+            return self.resident.read().contains_key(id);
         }
         self.clock.contains(id)
     }
 
     /// Caches `page` as the current version of `id`.
     pub(super) fn insert(&self, id: PageId, page: Arc<Page>) {
-        if id.level() < PINNED_LEVELS {
-            self.pinned.write().insert(id, page);
+        if id.level() < RESIDENT_LEVELS {
+            self.resident.write().insert(id, page);
         } else {
             self.clock.insert(id, page);
         }
     }
 
-    /// Drops `id` unless it is pinned.
+    /// Drops `id` unless it is resident.
     pub(super) fn release(&self, id: &PageId) {
-        if id.level() >= PINNED_LEVELS {
+        if id.level() >= RESIDENT_LEVELS {
             self.clock.remove(id);
         }
     }
 
     pub(super) fn remove(&self, id: &PageId) {
-        if id.level() < PINNED_LEVELS {
-            self.pinned.write().remove(id);
+        if id.level() < RESIDENT_LEVELS {
+            self.resident.write().remove(id);
         } else {
             self.clock.remove(id);
         }

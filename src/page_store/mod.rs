@@ -164,7 +164,7 @@ pub(crate) struct PageStore {
 
 impl PageStore {
     /// Indexes the used slots of the pages file of `store` from its catalog
-    /// and reads the pinned levels' pages; without a catalog, reads every used
+    /// and reads the resident levels' pages; without a catalog, reads every used
     /// slot (each must hold a valid page; anything else is corruption) and
     /// hands the store the notes for a new one.
     pub(crate) fn open(store: &Arc<Store>, cache_pages: usize) -> Result<PageStore, Error> {
@@ -186,8 +186,8 @@ impl PageStore {
         };
         match store.catalog() {
             Some(catalog) => {
-                let (pinned, mut others) = index_from(&catalog, &mut index)?;
-                for (id, page) in read_pages(store, &pinned)? {
+                let (resident, mut others) = index_from(&catalog, &mut index)?;
+                for (id, page) in read_pages(store, &resident)? {
                     cache.insert(id, page);
                 }
                 // Upper levels first: every path crosses them.
@@ -448,7 +448,7 @@ impl PageStore {
         let mut slots = self.slots.write();
         slots.space = plan.space;
         // A replaced page moves in the index and its new version (back from
-        // the write) is cached; a deleted one leaves both. Below the pinned
+        // the write) is cached; a deleted one leaves both. Below the resident
         // levels the old version already left the cache when it was staged.
         let mut stored = stored.into_iter().peekable();
         for &(id, old) in &plan.freed {
@@ -514,13 +514,13 @@ fn note(id: &PageId, out: &mut Vec<u8>) {
 /// Pages with their slots.
 type Located = Vec<(PageId, u32)>;
 
-/// Indexes every page the catalog notes; returns the pinned levels' pages,
+/// Indexes every page the catalog notes; returns the resident levels' pages,
 /// to be read now, and the others.
 fn index_from(
     catalog: &Catalog,
     index: &mut impl FnMut(PageId, u64) -> Result<(), Error>,
 ) -> Result<(Located, Located), Error> {
-    let (mut pinned, mut others) = (Vec::new(), Vec::new());
+    let (mut resident, mut others) = (Vec::new(), Vec::new());
     for (slot, note) in catalog.notes(Target::Pages) {
         let id = note
             .try_into()
@@ -528,12 +528,12 @@ fn index_from(
             .and_then(PageId::decode)
             .map_err(|e| e.at("catalog", slot as u64))?;
         index(id, slot as u64)?;
-        match id.level() < cache::PINNED_LEVELS {
-            true => pinned.push((id, slot)),
+        match id.level() < cache::RESIDENT_LEVELS {
+            true => resident.push((id, slot)),
             false => others.push((id, slot)),
         }
     }
-    Ok((pinned, others))
+    Ok((resident, others))
 }
 
 /// Reads the pages `wanted` (id and slot), checking each is the page named.

@@ -11,7 +11,7 @@ use crate::trie::page_id::PageId;
 use crate::Error;
 
 fn page_id(n: u64) -> PageId {
-    // Levels 1 to 4, so both pinned and cached pages occur.
+    // Levels 1 to 4, so both resident and cached pages occur.
     let mut id = PageId::ROOT;
     for i in 0..1 + n % 4 {
         id = id.child(((n >> (6 * i)) & 63) as u8).unwrap();
@@ -107,7 +107,7 @@ fn random_changes_match_a_model_across_reopens() {
 fn a_lookup_reads_at_most_once_and_absent_pages_cost_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (store, pages) = open(dir.path(), 0);
-    let ids: Vec<PageId> = (0..200).map(|n| page_id(n * 4 + 3)).collect(); // level 4: never pinned
+    let ids: Vec<PageId> = (0..200).map(|n| page_id(n * 4 + 3)).collect(); // level 4: never resident
     commit(
         &store,
         &pages,
@@ -259,7 +259,7 @@ fn a_poisoned_store_answers_nothing_even_from_ram() {
     let pages = PageStore::open(&store, 10).unwrap();
     let root = PageId::ROOT;
     commit(&store, &pages, vec![(root, Some(page(&root, 1)))]).unwrap();
-    assert!(pages.get(&root).unwrap().is_some()); // pinned: from RAM
+    assert!(pages.get(&root).unwrap().is_some()); // resident: from RAM
     faults.writes_left.store(0, Ordering::SeqCst);
     assert!(commit(&store, &pages, vec![(root, Some(page(&root, 2)))]).is_err());
     assert!(matches!(pages.get(&root), Err(Error::Poisoned)));
@@ -420,7 +420,7 @@ fn slot_of(pages: &PageStore, id: &PageId) -> u32 {
 #[test]
 fn the_warmer_never_caches_a_page_from_the_slot_it_left() {
     let dir = tempfile::tempdir().unwrap();
-    let id = page_id(3); // level 4: never pinned
+    let id = page_id(3); // level 4: never resident
     {
         let (store, pages) = open(dir.path(), 50);
         // Writes the catalog the next open indexes from.

@@ -44,7 +44,7 @@ impl Db {
     /// held in RAM may then no longer be those on the disk.
     pub fn roots(&self) -> Result<Vec<Node>, Error> {
         self.shared.store.check_usable()?;
-        let (head, chain) = self.shared.versions.head_and_chain();
+        let (head, chain) = self.shared.snapshots.head_and_chain();
         Ok(chain.roots(&head.root))
     }
 
@@ -69,7 +69,7 @@ impl Db {
         // Also for answers from the undos: a poisoned handle answers nothing.
         self.shared.store.check_usable()?;
         loop {
-            let (pin, head, chain) = Pin::head_with_chain(&self.shared.versions);
+            let (pin, head, chain) = Pin::head_with_chain(&self.shared.snapshots);
             let value = match chain.depth_of(&head.root, root) {
                 None => Err(Error::UnknownRoot),
                 Some(depth) => match chain.changed_value(depth, key) {
@@ -109,7 +109,7 @@ impl Db {
             // Without the writer lock, a commit landing meanwhile can mix
             // blocks of two states; a proof that verifies against `root`
             // shows its values all the same.
-            let (head, chain) = self.shared.versions.head_and_chain();
+            let (head, chain) = self.shared.snapshots.head_and_chain();
             let proof = self.shared.prove_back(&head, &chain, root, &keys);
             if let Ok(Some(proof)) = proof {
                 return Ok(proof);
@@ -118,7 +118,7 @@ impl Db {
             // under it, so an unmoved head means no commit spoiled this
             // attempt, and its outcome stands.
             let _writer = self.shared.writer.lock();
-            if self.shared.versions.head() == head {
+            if self.shared.snapshots.head() == head {
                 return Err(proof.err().unwrap_or(Error::Internal(
                     "the history does not lead to a retained root",
                 )));
@@ -133,7 +133,7 @@ impl Shared {
     fn rollback(&self, commits: usize) -> Result<Node, Error> {
         let _writer = self.writer.lock();
         self.store.check_usable()?;
-        let (head, chain) = self.versions.head_and_chain();
+        let (head, chain) = self.snapshots.head_and_chain();
         if commits > chain.len() {
             return Err(Error::RollbackTooFar {
                 requested: commits,

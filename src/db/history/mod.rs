@@ -9,7 +9,7 @@
 //!   value. A rollback by `k` is an ordinary commit of those values for every
 //!   key the newest `k` undos name, after which those undos are gone
 //!   ([`back`]: reads, proofs and rollbacks at retained roots).
-//! - The snapshots ([`Versions`]) keep the undos of commits after the
+//! - The snapshots ([`Snapshots`]) keep the undos of commits after the
 //!   oldest live session's base, pinned through [`Pin`] only.
 //!
 //! The store keeps a record per commit (the undo, or how many undos a
@@ -23,5 +23,5 @@ mod snapshots;
 mod undo;
 
 pub(super) use chain::{Chain, Window};
-pub(super) use snapshots::{Head, Pin, Versions};
+pub(super) use snapshots::{Head, Pin, Snapshots};
 pub(super) use undo::{rollback_record, Undo, KEPT_PAGE_LEVEL};

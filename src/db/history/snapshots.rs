@@ -59,22 +59,23 @@ struct SnapshotState {
 /// How much the snapshots hold, for [`crate::Metrics`].
 pub(crate) struct Retained {
     pub(crate) sessions: u64,
-    pub(crate) versions: u64,
+    /// Undos kept for sessions.
+    pub(crate) undos: u64,
     pub(crate) bytes: u64,
     /// Commits the history reaches back, and the RAM it holds.
     pub(crate) history: u64,
     pub(crate) history_bytes: u64,
 }
 
-pub(crate) struct Versions {
+pub(crate) struct Snapshots {
     state: RwLock<SnapshotState>,
 }
 
-impl Versions {
-    /// Versions at `head` with the history `chain`, whose sessions' undos
+impl Snapshots {
+    /// Snapshots at `head` with the history `chain`, whose sessions' undos
     /// take at most `budget` bytes.
-    pub(crate) fn new(head: Head, chain: Chain, budget: usize) -> Versions {
-        Versions {
+    pub(crate) fn new(head: Head, chain: Chain, budget: usize) -> Snapshots {
+        Snapshots {
             state: RwLock::new(SnapshotState {
                 head,
                 chain,
@@ -177,7 +178,7 @@ impl Versions {
         let state = self.state.read();
         Retained {
             sessions: state.pins.values().sum::<usize>() as u64,
-            versions: state.undos.len() as u64,
+            undos: state.undos.len() as u64,
             bytes: state.bytes as u64,
             history: state.chain.len() as u64,
             history_bytes: state.chain.bytes() as u64,
@@ -187,7 +188,7 @@ impl Versions {
 
 /// A pin on a commit: the values at it stay readable while the pin lives.
 pub(crate) struct Pin {
-    versions: Arc<Versions>,
+    snapshots: Arc<Snapshots>,
     seqno: u64,
 }
 
@@ -198,16 +199,16 @@ impl Pin {
     }
 
     /// Pins the committed head.
-    pub(crate) fn head(versions: &Arc<Versions>) -> (Pin, Head) {
-        let (pin, head, _) = Pin::head_with_chain(versions);
+    pub(crate) fn head(snapshots: &Arc<Snapshots>) -> (Pin, Head) {
+        let (pin, head, _) = Pin::head_with_chain(snapshots);
         (pin, head)
     }
 
     /// Pins the committed head, and returns it with the chain behind it.
-    pub(crate) fn head_with_chain(versions: &Arc<Versions>) -> (Pin, Head, Chain) {
-        let (head, chain) = versions.pin_head();
+    pub(crate) fn head_with_chain(snapshots: &Arc<Snapshots>) -> (Pin, Head, Chain) {
+        let (head, chain) = snapshots.pin_head();
         let pin = Pin {
-            versions: versions.clone(),
+            snapshots: snapshots.clone(),
             seqno: head.seqno,
         };
         (pin, head, chain)
@@ -215,10 +216,10 @@ impl Pin {
 
     /// Pins commit `seqno`, which a pin this one outlives must already keep
     /// readable.
-    pub(crate) fn at(versions: &Arc<Versions>, seqno: u64) -> Pin {
-        versions.pin_at(seqno);
+    pub(crate) fn at(snapshots: &Arc<Snapshots>, seqno: u64) -> Pin {
+        snapshots.pin_at(seqno);
         Pin {
-            versions: versions.clone(),
+            snapshots: snapshots.clone(),
             seqno,
         }
     }
@@ -226,7 +227,7 @@ impl Pin {
 
 impl Drop for Pin {
     fn drop(&mut self) {
-        self.versions.unpin(self.seqno);
+        self.snapshots.unpin(self.seqno);
     }
 }
 
@@ -302,7 +303,7 @@ mod tests {
 
     #[test]
     fn a_pinned_base_reads_its_values_until_unpinned() {
-        let v = Arc::new(Versions::new(head(0), Chain::default(), usize::MAX));
+        let v = Arc::new(Snapshots::new(head(0), Chain::default(), usize::MAX));
         let (pin, base) = Pin::head(&v);
         assert_eq!(base, head(0));
         v.install(undo(1, vec![(key(1), None), (key(2), Some(vec![2]))]));
@@ -325,16 +326,16 @@ mod tests {
             Some(vec![10])
         );
         assert_eq!(v.resolve(0, &key(4), Some(vec![4])).unwrap(), Some(vec![4]));
-        assert_eq!(v.retained().versions, 2);
+        assert_eq!(v.retained().undos, 2);
         drop(pin);
         let r = v.retained();
-        assert_eq!((r.sessions, r.versions, r.bytes), (0, 0, 0));
+        assert_eq!((r.sessions, r.undos, r.bytes), (0, 0, 0));
     }
 
     #[test]
     fn past_the_budget_old_bases_expire_but_never_the_one_before_the_head() {
         // No room at all: every undo the budget may drop goes.
-        let v = Arc::new(Versions::new(head(0), Chain::default(), 0));
+        let v = Arc::new(Snapshots::new(head(0), Chain::default(), 0));
         let (pin, _) = Pin::head(&v);
         v.install(undo(1, vec![(key(1), Some(vec![1]))]));
         v.advance(head(1), Chain::default());
@@ -349,20 +350,20 @@ mod tests {
         ));
         assert_eq!(v.resolve(1, &key(1), None).unwrap(), Some(vec![2]));
         // The expired pin holds nothing past the head's undo.
-        assert_eq!(v.retained().versions, 1);
+        assert_eq!(v.retained().undos, 1);
         drop(pin);
-        assert_eq!(v.retained().versions, 0);
+        assert_eq!(v.retained().undos, 0);
     }
 
     #[test]
     fn an_undo_being_published_is_kept_without_pins() {
-        let v = Arc::new(Versions::new(head(4), Chain::default(), usize::MAX));
+        let v = Arc::new(Snapshots::new(head(4), Chain::default(), usize::MAX));
         v.install(undo(5, vec![(key(1), Some(vec![1]))]));
         let (pin, _) = Pin::head(&v);
         drop(pin);
         // The head is still 4: a session may yet begin there.
-        assert_eq!(v.retained().versions, 1);
+        assert_eq!(v.retained().undos, 1);
         v.advance(head(5), Chain::default());
-        assert_eq!(v.retained().versions, 0);
+        assert_eq!(v.retained().undos, 0);
     }
 }

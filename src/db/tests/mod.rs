@@ -629,7 +629,7 @@ fn proofs_back_come_from_the_kept_top_pages_where_subtrees_are_stored() {
         session.commit().unwrap();
         models.push(model);
     }
-    let (head, chain) = db.shared.versions.head_and_chain();
+    let (head, chain) = db.shared.snapshots.head_and_chain();
     let mut keys: Vec<KeyPath> = [3, 500, 2999, 4000].map(key).to_vec();
     keys.sort();
     for depth in 1..=5 {
