@@ -338,6 +338,7 @@ fn child(
             &args.snapshot_budget_mib.to_string(),
         ])
         .args(["--nomt-total-workloads", &total.to_string()])
+        .args(args.warm_at_open.then_some("--warm-at-open"))
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped());

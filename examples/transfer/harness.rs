@@ -80,6 +80,11 @@ pub struct RunArgs {
     /// (`Options::snapshot_budget_mib`).
     #[arg(long, default_value_t = 512)]
     pub snapshot_budget_mib: usize,
+    /// pagetrie: fill the page cache before open returns
+    /// (`Options::warm_at_open`), as NOMT's authors prepopulate its upper
+    /// levels at open; otherwise a thread fills it beside the first workloads.
+    #[arg(long)]
+    pub warm_at_open: bool,
 }
 
 pub fn cpus() -> usize {
@@ -150,6 +155,7 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
             .commit_workers(args.workers)
             .history(args.history)
             .snapshot_budget_mib(args.snapshot_budget_mib)
+            .warm_at_open(args.warm_at_open)
     };
     let quiet = args.json;
     let (db, mut accounts, import) =

@@ -114,6 +114,9 @@ impl Db {
         let values = ValueStore::open(&store, options.value_cache_mib << 20)?;
         let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE)?;
         let opened_from_catalog = store.finish_open();
+        if options.warm_at_open {
+            while pages.warm(prefetch::WARM_BATCH)? {}
+        }
         let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
         let (folds_tx, folds_rx) = crossbeam_channel::bounded(1);
         let meta = store.meta();

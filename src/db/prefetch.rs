@@ -127,7 +127,7 @@ pub(super) fn start(
 }
 
 /// Pages read per batch while warming the cache.
-const WARM_BATCH: usize = 256;
+pub(super) const WARM_BATCH: usize = 256;
 
 /// Starts the thread that reads into the page cache the pages an open from
 /// the catalog did not read; it stops when they are read or the database
