@@ -205,15 +205,12 @@ pub(super) fn load(
     map: &SlotMap,
     fresh_seed: u64,
 ) -> Result<Found, Error> {
-    let snapshot = read_snapshot(dir).filter(|(base, ..)| *base <= durable.seqno);
-    let keep = match &snapshot {
-        Some((base, ..)) => since(*base, durable.seqno),
-        // Nothing to join records to: none is kept.
-        None => since(u64::MAX, 0),
-    };
-    let records = log.load(keep)?;
-    if let Some(found) = snapshot.and_then(|s| usable(s, records, durable, map)) {
-        return Ok(found);
+    // Without a snapshot the log has nothing to join: it is emptied unread.
+    if let Some(snapshot) = read_snapshot(dir).filter(|(base, ..)| *base <= durable.seqno) {
+        let records = log.load(since(snapshot.0, durable.seqno))?;
+        if let Some(found) = usable(snapshot, records, durable, map) {
+            return Ok(found);
+        }
     }
     dir.remove(SNAPSHOT)?;
     log.erase()?;
