@@ -188,7 +188,8 @@ impl Fetcher {
                 recv(arrivals) -> finished => {
                     let (Ok(finished), Some(shared)) = (finished, shared.upgrade()) else { return };
                     match self.fetches.finish(finished) {
-                        Some((Wanted::Page(read), block)) => shared.pages.offer(read, block),
+                        Some((Wanted::Page(read), Some(block))) => shared.pages.offer(read, block),
+                        Some((Wanted::Page(_), None)) => {}
                         Some((Wanted::Bucket(read), block)) => shared.values.offer(read, block),
                         None => {}
                     }

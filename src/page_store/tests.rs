@@ -467,7 +467,7 @@ fn a_prefetched_block_from_a_page_s_old_slot_is_not_cached() {
     pages.offer(stale, store.read(Target::Pages, old as u64).unwrap());
     assert!(!pages.cache.contains(&id), "the old version was cached");
     for (read, block) in reads {
-        pages.offer(read, block);
+        pages.offer(read, block.expect("the read succeeded"));
     }
     assert_eq!(pages.cache.get(&id).unwrap().node(5)[0], 2);
 }

@@ -45,7 +45,7 @@ pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use config::{default_backend, StoreConfig, Tuning};
 pub(crate) use meta::Meta;
 pub(crate) use published::{Published, SlotSpace};
-pub(crate) use reads::Fetches;
+pub(crate) use reads::{Fetches, Landings};
 
 use slot_map::SlotMap;
 

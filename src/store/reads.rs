@@ -3,8 +3,11 @@
 //! channel.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
 
 use super::{Store, Target};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
@@ -65,13 +68,64 @@ impl<W> Fetches<W> {
         });
     }
 
-    /// The token and block of the read `done` answered; `None` if it failed
-    /// (the reader that needs the block reads it again and sees the error).
-    pub(crate) fn finish(&mut self, done: Done) -> Option<(W, BlockBuf)> {
+    /// The token of the read `done` answered, with its block; no block if
+    /// the read failed (the reader that needs the block reads it again and
+    /// sees the error).
+    pub(crate) fn finish(&mut self, done: Done) -> Option<(W, Option<BlockBuf>)> {
         let (place, wanted) = self.in_flight.remove(&done.tag)?;
         self.reading.remove(&place);
-        done.result.ok()?;
-        Some((wanted, done.block))
+        Some((wanted, done.result.ok().map(|_| done.block)))
+    }
+}
+
+/// Prefetch reads in flight by slot, so that a reader wanting the same block
+/// waits for it to land rather than reading it a second time: a second read
+/// joins the device's queue behind the prefetches, so it costs more than the
+/// wait, and it doubles the device's work.
+#[derive(Default)]
+pub(crate) struct Landings {
+    in_flight: Mutex<HashMap<u32, Arc<Landing>>>,
+}
+
+#[derive(Default)]
+struct Landing {
+    landed: Mutex<bool>,
+    signal: Condvar,
+}
+
+/// How long a reader waits for a prefetch before reading the block itself:
+/// the prefetch may wait behind many others, or its reader may have gone.
+#[cfg(not(test))]
+const LANDING_WAIT: Duration = Duration::from_millis(10);
+/// Longer in tests, whose threads a loaded machine may hold back that long.
+#[cfg(test)]
+const LANDING_WAIT: Duration = Duration::from_millis(300);
+
+impl Landings {
+    /// A prefetch of `slot` starts (or is on its way already).
+    pub(crate) fn expect(&self, slot: u32) {
+        self.in_flight.lock().entry(slot).or_default();
+    }
+
+    /// The prefetch of `slot` ended (its block cached or not).
+    pub(crate) fn land(&self, slot: u32) {
+        if let Some(landing) = self.in_flight.lock().remove(&slot) {
+            *landing.landed.lock() = true;
+            landing.signal.notify_all();
+        }
+    }
+
+    /// Waits for the prefetch of `slot` in flight, if there is one; whether
+    /// one landed meanwhile.
+    pub(crate) fn wait(&self, slot: u32) -> bool {
+        let Some(landing) = self.in_flight.lock().get(&slot).cloned() else {
+            return false;
+        };
+        let mut landed = landing.landed.lock();
+        if !*landed {
+            let _ = landing.signal.wait_for(&mut landed, LANDING_WAIT);
+        }
+        *landed
     }
 }
 
@@ -103,5 +157,36 @@ impl Store {
                 Block::for_read(),
             )
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    #[test]
+    fn a_reader_waits_for_a_prefetch_in_flight_and_only_for_one() {
+        let landings = Arc::new(Landings::default());
+        assert!(!landings.wait(7), "nothing in flight: no wait");
+
+        landings.expect(7);
+        landings.expect(7); // a second hint for the block keeps the first landing
+        let lander = {
+            let landings = Arc::clone(&landings);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2));
+                landings.land(7);
+            })
+        };
+        assert!(landings.wait(7), "the prefetch landed while waiting");
+        lander.join().unwrap();
+        assert!(!landings.wait(7), "landed reads are forgotten");
+
+        landings.expect(8);
+        let started = Instant::now();
+        assert!(!landings.wait(8), "a read that never lands is given up on");
+        assert!(started.elapsed() >= LANDING_WAIT);
     }
 }

@@ -3,9 +3,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{ValueStore, INLINE_MAX};
+use super::{BucketRead, ValueStore, INLINE_MAX};
 use crate::block::BLOCK_SIZE;
-use crate::store::{Store, StoreConfig, Target};
+use crate::store::{Fetches, Store, StoreConfig, Target};
 use crate::test_support::{cases, commit_values, faulty_store, splice, Rng};
 use crate::trie::{hash_value, shares_prefix, KeyPath};
 use crate::Error;
@@ -31,6 +31,31 @@ fn key(i: u64) -> KeyPath {
 
 fn reads(store: &Store) -> u64 {
     store.io().counters.reads.load(Ordering::Relaxed)
+}
+
+#[test]
+fn a_read_waits_for_the_prefetch_of_its_bucket_instead_of_reading_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, values) = open(dir.path());
+    commit(&store, &values, Changes::from([(key(1), Some(vec![1; 8]))]));
+    drop((store, values));
+    for read_fails in [false, true] {
+        let (store, values) = open(dir.path());
+        let before = reads(&store);
+        let mut fetches = Fetches::<BucketRead>::new();
+        values.prefetch(&key(1), &mut fetches);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let done = fetches.arrivals().recv().unwrap();
+                let (read, block) = fetches.finish(done).unwrap();
+                values.offer(read, block.filter(|_| !read_fails));
+            });
+            assert_eq!(values.get(&key(1)).unwrap(), Some(vec![1; 8]));
+        });
+        // A failed prefetch leaves the reader to read the bucket itself.
+        let expected = if read_fails { 2 } else { 1 };
+        assert_eq!(reads(&store) - before, expected, "read_fails: {read_fails}");
+    }
 }
 
 #[test]
