@@ -214,7 +214,9 @@ impl Options {
     /// beside the first blocks). On, open takes longer (about 1 GiB of
     /// reads with the default cache) and the first block after it runs at
     /// the speed of the later ones, its reads no longer sharing the disk
-    /// with the warming.
+    /// with the warming. A disk read that fails while warming fails the
+    /// open with that error; a block that is not the page expected is left
+    /// out of the cache, for the read that needs it to report.
     pub fn warm_at_open(mut self, on: bool) -> Options {
         self.warm_at_open = on;
         self

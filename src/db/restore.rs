@@ -10,18 +10,13 @@
 //! right. The database moves to the path only when the finished state's root
 //! matches (as with [`Db::import`]).
 
-use std::fs;
-use std::io::Write;
-use std::path::Path;
-
 use super::build_dir::BuildDir;
 use super::{Db, Options, Reads};
-use crate::io::replace_durably;
+use crate::io::Dir;
 use crate::trie::{KeyPath, Node};
 use crate::{Chunk, Error};
 
 const PROGRESS: &str = "progress";
-const PROGRESS_NEW: &str = "progress.new";
 const MAGIC: &[u8; 8] = b"ptrestor";
 /// Magic, root, tag and next start, checksum.
 const PROGRESS_LEN: usize = 8 + 32 + 1 + 32 + 8;
@@ -31,6 +26,8 @@ const PROGRESS_LEN: usize = 8 + 32 + 1 + 32 + 8;
 pub struct Restore {
     db: Db,
     build_dir: BuildDir,
+    /// The build directory, for the progress file.
+    progress: Dir,
     options: Options,
     root: Node,
     /// Where the next chunk starts; `None` when the state is complete.
@@ -57,7 +54,13 @@ impl Db {
             history: 0,
             ..options.clone()
         };
-        let resumed = read_progress(build_dir.dir())
+        #[allow(unused_mut)]
+        let mut progress = Dir::new(build_dir.dir());
+        #[cfg(any(test, feature = "fault-injection"))]
+        {
+            progress = progress.with_faults(options.faults.clone());
+        }
+        let resumed = read_progress(&progress)
             .filter(|(r, _)| *r == root && build_dir.db_path().is_dir())
             .and_then(|(_, next)| Some((Db::open(db_options.clone()).ok()?, next)));
         let (db, next) = match resumed {
@@ -68,13 +71,14 @@ impl Db {
                 build_dir.clear()?;
                 let db = Db::open(db_options)?;
                 let next = Some([0; 32]);
-                write_progress(build_dir.dir(), &root, next.as_ref())?;
+                write_progress(&progress, &root, next.as_ref())?;
                 (db, next)
             }
         };
         Ok(Restore {
             db,
             build_dir,
+            progress,
             options,
             root,
             next,
@@ -116,7 +120,7 @@ impl Restore {
             let shared = &self.db.shared;
             shared.commit(shared.snapshots.head(), writes, Reads::default(), false)?;
         }
-        write_progress(self.build_dir.dir(), &self.root, chunk.end())?;
+        write_progress(&self.progress, &self.root, chunk.end())?;
         self.next = chunk.end().copied();
         Ok(())
     }
@@ -132,7 +136,7 @@ impl Restore {
         }
         if self.db.root()? != self.root {
             // Not worth resuming: the next restore starts over.
-            let _ = fs::remove_file(self.build_dir.dir().join(PROGRESS));
+            let _ = self.progress.remove(PROGRESS);
             return Err(Error::RootMismatch);
         }
         drop(self.db);
@@ -142,9 +146,10 @@ impl Restore {
 }
 
 /// The root and next start a restore recorded, if its progress file is whole.
-fn read_progress(dir: &Path) -> Option<(Node, Option<KeyPath>)> {
-    let bytes = fs::read(dir.join(PROGRESS)).ok()?;
-    if bytes.len() != PROGRESS_LEN || &bytes[..8] != MAGIC {
+fn read_progress(dir: &Dir) -> Option<(Node, Option<KeyPath>)> {
+    let bytes = dir.read(PROGRESS).ok()??;
+    let bytes = bytes.get(..PROGRESS_LEN)?;
+    if &bytes[..8] != MAGIC {
         return None;
     }
     let (body, sum) = bytes.split_at(PROGRESS_LEN - 8);
@@ -162,7 +167,7 @@ fn read_progress(dir: &Path) -> Option<(Node, Option<KeyPath>)> {
 
 /// Replaces the progress file durably: the old one or the new one survives
 /// a crash, never a mix.
-fn write_progress(dir: &Path, root: &Node, next: Option<&KeyPath>) -> Result<(), Error> {
+fn write_progress(dir: &Dir, root: &Node, next: Option<&KeyPath>) -> Result<(), Error> {
     let mut bytes = Vec::with_capacity(PROGRESS_LEN);
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(root);
@@ -170,12 +175,5 @@ fn write_progress(dir: &Path, root: &Node, next: Option<&KeyPath>) -> Result<(),
     bytes.extend_from_slice(next.unwrap_or(&[0; 32]));
     let sum = twox_hash::XxHash3_64::oneshot(&bytes);
     bytes.extend_from_slice(&sum.to_le_bytes());
-    let new = dir.join(PROGRESS_NEW);
-    let write = || -> std::io::Result<()> {
-        let mut file = fs::File::create(&new)?;
-        file.write_all(&bytes)?;
-        file.sync_all()
-    };
-    write().map_err(|e| Error::io("writing", PROGRESS_NEW, e))?;
-    replace_durably(&new, &dir.join(PROGRESS))
+    dir.write_whole(PROGRESS, &bytes)
 }

@@ -65,6 +65,26 @@ impl Dir {
         self.open(name)?.read_bytes(0, u64::MAX).map(Some)
     }
 
+    /// Replaces the file `name` with `bytes`, durably: written whole to
+    /// `<name>.new` in blocks (the last one zero-padded), synced, renamed
+    /// over `name`, the directory synced. After a crash `name` is the old
+    /// file or the new one, whole; [`Dir::read`] gives back `bytes` padded to
+    /// a whole block.
+    pub(crate) fn write_whole(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        let new = format!("{name}.new");
+        let file = self.open(&new)?;
+        file.truncate(0)?;
+        for (i, part) in bytes.chunks(BLOCK_SIZE).enumerate() {
+            let mut block = Block([0; BLOCK_SIZE]);
+            block.0[..part.len()].copy_from_slice(part);
+            file.write_block(&block, (i * BLOCK_SIZE) as u64)
+                .map_err(|e| Error::io("writing", &new, e))?;
+        }
+        file.sync()?;
+        drop(file);
+        self.replace(&new, name)
+    }
+
     /// Renames `from` over `to`, then syncs the directory: after a crash
     /// `to` is the old file or the new one, whole. [`Dir::rename`] and
     /// [`Dir::sync`] apart, for a caller that must know which step failed.

@@ -201,3 +201,30 @@ fn an_io_uring_ring_that_dies_fails_what_is_in_flight_and_everything_after() {
     let after = io.run_all([(file.clone(), Op::Read, 0, Block::zeroed())]);
     assert!(after.is_err(), "a job after the ring died succeeded");
 }
+
+#[test]
+fn a_file_written_whole_is_the_old_one_or_the_new_one() {
+    use super::faults::Faults;
+    use super::Dir;
+    let tmp = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::none());
+    let dir = Dir::new(tmp.path()).with_faults(Some(faults.clone()));
+    assert_eq!(dir.read("progress").unwrap(), None);
+
+    let first = vec![7u8; 81];
+    dir.write_whole("progress", &first).unwrap();
+    let read = dir.read("progress").unwrap().unwrap();
+    assert_eq!(read.len(), BLOCK_SIZE, "padded to a block");
+    assert_eq!(&read[..81], &first[..]);
+    assert!(read[81..].iter().all(|&b| b == 0));
+
+    // A longer file, then a failed write: the last whole one stays.
+    let second: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+    dir.write_whole("progress", &second).unwrap();
+    faults.fail_writes_after(0, false);
+    assert!(dir.write_whole("progress", &first).is_err());
+    faults.clear();
+    let read = dir.read("progress").unwrap().unwrap();
+    assert_eq!(read.len(), 2 * BLOCK_SIZE);
+    assert_eq!(&read[..5000], &second[..]);
+}
