@@ -1,10 +1,40 @@
 //! A bounded map evicting by CLOCK: an entry read since the hand last passed it
-//! gets another round. Shared by the page cache and the bucket cache.
+//! gets another round. Shared by the page cache and the bucket cache, with
+//! the counts of how often each answered.
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+
+/// Lookups a store's cache answered and lookups that went to the disk, for
+/// [`crate::Metrics`].
+#[derive(Default)]
+pub(crate) struct CacheCounts {
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl CacheCounts {
+    /// Counts `hits` answered from RAM and `misses` read from the disk.
+    pub(crate) fn count(&self, hits: u64, misses: u64) {
+        if hits > 0 {
+            self.hits.fetch_add(hits, Ordering::Relaxed);
+        }
+        if misses > 0 {
+            self.misses.fetch_add(misses, Ordering::Relaxed);
+        }
+    }
+
+    /// Hits and misses so far.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+}
 
 /// Up to `capacity` entries; thread-safe.
 pub(crate) struct ClockCache<K, V> {

@@ -27,6 +27,7 @@ use index::SlotIndex;
 
 use crate::block::{Block, BlockBuf};
 use crate::bytes::Cursor;
+use crate::clock::CacheCounts;
 use crate::store::{
     stored_slot, Batch, BlockWrite, Catalog, Fetches, Notes, Published, SlotSpace, Store, Target,
 };
@@ -76,9 +77,6 @@ pub(crate) fn decode_change(bytes: &mut Cursor<'_>) -> Option<PageChange> {
     };
     Some((id, page))
 }
-
-/// Blocks read per batch when scanning the file at open.
-const SCAN_BATCH: usize = 1024;
 
 /// Changes to pages, to be committed together; planned in parts, each of
 /// whose writes may start before the next part is known.
@@ -157,8 +155,7 @@ pub(crate) struct PageStore {
     /// Pages to read into the cache after an open that did not read them:
     /// id and slot, most used first.
     to_warm: parking_lot::Mutex<Vec<(PageId, u32)>>,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    counts: CacheCounts,
     prefetched: AtomicU64,
 }
 
@@ -200,16 +197,15 @@ impl PageStore {
             None => {
                 let mut notes = Notes::default();
                 let used = store.used_slots(Target::Pages);
-                for chunk in used.chunks(SCAN_BATCH) {
-                    let blocks = store.read_blocks(Target::Pages, chunk.iter().copied())?;
-                    for (&slot, block) in chunk.iter().zip(blocks) {
-                        let page = Page::from_block(block);
-                        let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
-                        index(id, slot)?;
-                        notes.add(Target::Pages, slot as u32, |b| note(&id, b));
-                        cache.insert(id, Arc::new(page));
-                    }
-                }
+                store.for_each_block(Target::Pages, &used, |i, block| {
+                    let slot = used[i];
+                    let page = Page::from_block(block);
+                    let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
+                    index(id, slot)?;
+                    notes.add(Target::Pages, slot as u32, |b| note(&id, b));
+                    cache.insert(id, Arc::new(page));
+                    Ok(())
+                })?;
                 store.add_scanned(notes);
             }
         }
@@ -218,8 +214,7 @@ impl PageStore {
             slots: RwLock::new(slots),
             cache,
             to_warm: parking_lot::Mutex::new(to_warm),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
+            counts: CacheCounts::default(),
             prefetched: AtomicU64::new(0),
         })
     }
@@ -237,11 +232,8 @@ impl PageStore {
     /// Lookups answered from RAM, lookups that read the disk, and pages the
     /// prefetcher loaded into the cache.
     pub(crate) fn cache_counts(&self) -> (u64, u64, u64) {
-        (
-            self.hits.load(Ordering::Relaxed),
-            self.misses.load(Ordering::Relaxed),
-            self.prefetched.load(Ordering::Relaxed),
-        )
+        let (hits, misses) = self.counts.get();
+        (hits, misses, self.prefetched.load(Ordering::Relaxed))
     }
 
     /// Reads up to `batch` of the pages an open from the catalog left out of
@@ -336,7 +328,7 @@ impl PageStore {
         self.store.check_usable()?;
         loop {
             if let Some(page) = self.cache.get(id) {
-                self.hits.fetch_add(1, Ordering::Relaxed);
+                self.counts.count(1, 0);
                 return Ok(Some(page));
             }
             let (generation, candidates) = {
@@ -349,7 +341,7 @@ impl PageStore {
             if candidates.is_empty() {
                 return Ok(None);
             }
-            self.misses.fetch_add(1, Ordering::Relaxed);
+            self.counts.count(0, 1);
             let mut read: HashMap<u32, Result<BlockBuf, Error>> = candidates
                 .iter()
                 .map(|&slot| (slot, self.store.read(Target::Pages, slot as u64)))
@@ -539,18 +531,16 @@ fn index_from(
 /// Reads the pages `wanted` (id and slot), checking each is the page named.
 fn read_pages(store: &Store, wanted: &[(PageId, u32)]) -> Result<Vec<(PageId, Arc<Page>)>, Error> {
     let mut out = Vec::with_capacity(wanted.len());
-    for chunk in wanted.chunks(SCAN_BATCH) {
-        let blocks = store.read_blocks(Target::Pages, chunk.iter().map(|&(_, s)| s as u64))?;
-        for (&(id, slot), block) in chunk.iter().zip(blocks) {
-            let page = Page::from_block(block);
-            if page.verified_id().map_err(|e| e.at("pages", slot as u64))? != id {
-                return Err(
-                    Error::corrupt("page not the one the catalog names").at("pages", slot as u64)
-                );
-            }
-            out.push((id, Arc::new(page)));
+    let slots: Vec<u64> = wanted.iter().map(|&(_, s)| s as u64).collect();
+    store.for_each_block(Target::Pages, &slots, |i, block| {
+        let (id, slot) = (wanted[i].0, slots[i]);
+        let page = Page::from_block(block);
+        if page.verified_id().map_err(|e| e.at("pages", slot))? != id {
+            return Err(Error::corrupt("page not the one the catalog names").at("pages", slot));
         }
-    }
+        out.push((id, Arc::new(page)));
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -129,7 +129,27 @@ impl Landings {
     }
 }
 
+/// Blocks read per batch when a store reads many slots in order.
+const SCAN_BATCH: usize = 1024;
+
 impl Store {
+    /// Reads the blocks of `slots` of `target` a batch at a time and hands
+    /// each to `each` with its position in `slots`, in order.
+    pub(crate) fn for_each_block(
+        &self,
+        target: Target,
+        slots: &[u64],
+        mut each: impl FnMut(usize, BlockBuf) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        for (batch, chunk) in slots.chunks(SCAN_BATCH).enumerate() {
+            let blocks = self.read_blocks(target, chunk.iter().copied())?;
+            for (i, block) in blocks.into_iter().enumerate() {
+                each(batch * SCAN_BATCH + i, block)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the data files bypass the OS page cache.
     pub(crate) fn is_direct(&self) -> bool {
         self.file(Target::Pages).is_direct()

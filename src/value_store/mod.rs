@@ -33,7 +33,6 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -46,13 +45,10 @@ use overflow::Extents;
 pub(crate) use plan::ValuePlan;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::clock::ClockCache;
+use crate::clock::{CacheCounts, ClockCache};
 use crate::store::{stored_slot, Fetches, Landings, Notes, Published, SlotSpace, Store, Target};
 use crate::trie::{prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
-
-/// Blocks read per batch when scanning the file at open.
-const SCAN_BATCH: usize = 1024;
 
 struct ValueIndex {
     dir: Directory,
@@ -95,8 +91,7 @@ pub(crate) struct ValueStore {
     state: RwLock<ValueIndex>,
     /// Committed bucket blocks by slot.
     cache: ClockCache<u32, Arc<BlockBuf>>,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    counts: CacheCounts,
     /// Prefetches in flight, which reads of their buckets wait for.
     landings: Landings,
 }
@@ -132,18 +127,14 @@ impl ValueStore {
             store: store.clone(),
             state: RwLock::new(state),
             cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
+            counts: CacheCounts::default(),
             landings: Landings::default(),
         })
     }
 
     /// Bucket reads answered from RAM, and bucket reads that went to the disk.
     pub(crate) fn cache_counts(&self) -> (u64, u64) {
-        (
-            self.hits.load(Ordering::Relaxed),
-            self.misses.load(Ordering::Relaxed),
-        )
+        self.counts.get()
     }
 
     /// Starts reading into `fetches` the bucket whose range covers `key`,
@@ -202,10 +193,8 @@ impl ValueStore {
             .map(|s| cached(s).map(|b| (Ok(b), false)))
             .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
-        self.hits
-            .fetch_add((slots.len() - missing.len()) as u64, Ordering::Relaxed);
-        self.misses
-            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+        self.counts
+            .count((slots.len() - missing.len()) as u64, missing.len() as u64);
         let blocks = match missing.as_slice() {
             [] => Vec::new(),
             [one] => vec![self.store.read(Target::Buckets, slots[*one] as u64)?],
@@ -465,31 +454,31 @@ fn scan(
     let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
     let mut keys = Vec::with_capacity(128);
     let mut extents = Vec::new();
-    for chunk in store.used_slots(Target::Buckets).chunks(SCAN_BATCH) {
-        let blocks = store.read_blocks(Target::Buckets, chunk.iter().copied())?;
-        for (&slot, block) in chunk.iter().zip(&blocks) {
-            let at = |e: Error| e.at("buckets", slot);
-            keys.clear();
-            extents.clear();
-            bucket::verify(block).map_err(at)?;
-            for e in bucket::entries(block).map_err(at)? {
-                let e = e.map_err(at)?;
-                keys.push(e.key);
-                extents.extend(e.extent());
-            }
-            let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
-                return Err(at(Error::corrupt("empty bucket")));
-            };
-            ranges.push((*first, *last));
-            let slot = stored_slot(slot)?;
-            let (min, meta) = dir.summarize(slot, keys.iter());
-            notes.add(Target::Buckets, slot, |b| {
-                Directory::note(&min, &meta, extents.iter().copied(), b)
-            });
-            used_extents.extend_from_slice(&extents);
-            dir.insert_summary(min, meta);
+    let used = store.used_slots(Target::Buckets);
+    store.for_each_block(Target::Buckets, &used, |i, block| {
+        let slot = used[i];
+        let at = |e: Error| e.at("buckets", slot);
+        keys.clear();
+        extents.clear();
+        bucket::verify(&block).map_err(at)?;
+        for e in bucket::entries(&block).map_err(at)? {
+            let e = e.map_err(at)?;
+            keys.push(e.key);
+            extents.extend(e.extent());
         }
-    }
+        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+            return Err(at(Error::corrupt("empty bucket")));
+        };
+        ranges.push((*first, *last));
+        let slot = stored_slot(slot)?;
+        let (min, meta) = dir.summarize(slot, keys.iter());
+        notes.add(Target::Buckets, slot, |b| {
+            Directory::note(&min, &meta, extents.iter().copied(), b)
+        });
+        used_extents.extend_from_slice(&extents);
+        dir.insert_summary(min, meta);
+        Ok(())
+    })?;
     ranges.sort_unstable();
     if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != dir.buckets() {
         return Err(Error::corrupt("buckets overlap"));
