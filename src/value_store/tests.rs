@@ -395,18 +395,19 @@ fn reads_during_commits_see_published_values_only() {
     let published = Arc::new(AtomicU64::new(0));
     let publishing = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
     let readers: Vec<_> = (0..2)
         .map(|t| {
-            let (values, published, publishing, stop, stable) = (
+            let (values, published, publishing, stop, stable, reads) = (
                 values.clone(),
                 published.clone(),
                 publishing.clone(),
                 stop.clone(),
                 stable.clone(),
+                reads.clone(),
             );
             std::thread::spawn(move || {
                 let mut rng = Rng(17 + t);
-                let mut reads = 0u64;
                 while !stop.load(Ordering::SeqCst) {
                     let k = &stable[(rng.next() % stable.len() as u64) as usize];
                     let before = published.load(Ordering::SeqCst);
@@ -417,13 +418,16 @@ fn reads_during_commits_see_published_values_only() {
                         before <= round && round <= after,
                         "read round {round}, published {before}..{after}"
                     );
-                    reads += 1;
+                    reads.fetch_add(1, Ordering::SeqCst);
                 }
-                reads
             })
         })
         .collect();
-    for round in 1..=12u64 {
+    // At least 12 rounds, and more while the readers have read too little to
+    // mean anything (a loaded machine starves them).
+    let mut round = 0u64;
+    while round < 12 || (reads.load(Ordering::SeqCst) < 1000 && round < 60) {
+        round += 1;
         let mut changes: Changes = stable
             .iter()
             .map(|k| (*k, Some(round.to_le_bytes().to_vec())))
@@ -437,10 +441,13 @@ fn reads_during_commits_see_published_values_only() {
         published.store(round, Ordering::SeqCst);
     }
     stop.store(true, Ordering::SeqCst);
-    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let reads = reads.load(Ordering::SeqCst);
     assert!(
         reads > 1000,
-        "readers made too few reads to mean anything: {reads}"
+        "readers made too few reads to mean anything: {reads} in {round} rounds"
     );
 }
 

@@ -6,12 +6,9 @@
 //! of every used slot after commit `s` are known, and a state that mixes two
 //! commits cannot pass for either.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{Batch, BlockWrite, Store, StoreConfig, Target, TARGETS};
 use crate::block::{Block, BlockBuf};
@@ -499,62 +496,6 @@ fn an_error_from_a_commit_says_whether_reopening_finds_it() {
     }
 }
 
-/// Overwrites slot `slot` of the meta record of the database in `dir`.
-fn damage_meta_slot(dir: &Path, slot: u64, damage: &str) {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(dir.join("meta"))
-        .unwrap();
-    let mut block = vec![0u8; 4096];
-    file.read_exact_at(&mut block, slot * 4096).unwrap();
-    match damage {
-        "zero" => block.fill(0),
-        "flip" => block[100] ^= 4,
-        "tear" => block[2048..].fill(0x5a),
-        _ => unreachable!(),
-    }
-    file.write_all_at(&block, slot * 4096).unwrap();
-}
-
-#[test]
-fn a_damaged_newest_meta_record_is_rebuilt_from_its_map() {
-    for damage in ["zero", "flip", "tear"] {
-        // Commit 5's meta record: written, or its write failed after the map's
-        // sync (the commit point).
-        for written in [true, false] {
-            let dir = tempfile::tempdir().unwrap();
-            let (store, faults) = faulty_store(dir.path(), 4);
-            let (before_durable, _) = writes_of(5);
-            faults
-                .writes_left
-                .store(before_durable + u64::from(written), Ordering::SeqCst);
-            let result = store.persist(batch(5));
-            assert_eq!(result.is_ok(), written);
-            drop(store);
-            damage_meta_slot(dir.path(), 1, damage);
-            let reopened = open(dir.path());
-            assert_state(&reopened, 5);
-            reopened.persist(batch(6)).unwrap();
-            drop(reopened);
-            assert_state(&open(dir.path()), 6);
-        }
-    }
-}
-
-#[test]
-fn a_torn_first_record_of_an_empty_database_opens_empty() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(open(dir.path()));
-    damage_meta_slot(dir.path(), 0, "tear");
-    let store = open(dir.path());
-    assert_state(&store, 0);
-    store.persist(batch(1)).unwrap();
-    drop(store);
-    assert_state(&open(dir.path()), 1);
-}
-
 #[test]
 fn a_batch_writing_past_its_lengths_is_refused_without_poisoning() {
     let dir = tempfile::tempdir().unwrap();
@@ -564,199 +505,6 @@ fn a_batch_writing_past_its_lengths_is_refused_without_poisoning() {
     assert!(matches!(store.persist(bad), Err(Error::Internal(_))));
     store.persist(batch(1)).unwrap();
     assert_state(&store, 1);
-}
-
-const CHILD_ENV: &str = "PAGETRIE_CRASH_CHILD_DIR";
-
-/// Not a test on its own: the process `crash_loop` starts and kills. It commits
-/// the model's batches forever, printing each sequence number once durable.
-// Ignored because it never returns when run: kills_at_random_moments_never_mix_commits
-// runs it as a child with `--ignored` and kills it; that test is what CI checks.
-#[test]
-#[ignore = "child process of kills_at_random_moments_never_mix_commits"]
-fn crash_child() {
-    let Some(dir) = std::env::var_os(CHILD_ENV) else {
-        return;
-    };
-    let backend = match std::env::var("PAGETRIE_CRASH_BACKEND").as_deref() {
-        Ok("threads") => IoBackend::ThreadPool,
-        _ => IoBackend::Auto,
-    };
-    let store = Store::open(
-        Path::new(&dir),
-        StoreConfig {
-            backend,
-            ..StoreConfig::small()
-        },
-    )
-    .unwrap();
-    let mut k = store.meta().seqno;
-    // On a line of its own: libtest has just printed "test ... " unended.
-    println!("\nopened at {k}");
-    loop {
-        k += 1;
-        store.persist(batch(k)).unwrap();
-        println!("committed {k}");
-    }
-}
-
-#[test]
-fn kills_at_random_moments_never_mix_commits() {
-    let dir = tempfile::tempdir().unwrap();
-    // This process's image, even if a build replaces the file meanwhile: a
-    // child from another build would not be the code under test.
-    let exe = std::path::PathBuf::from("/proc/self/exe");
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut acked = 0;
-    let mut opened = 0;
-    let kills = 50;
-    for kill in 0..kills {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "store::tests::crash_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, dir.path())
-            .env(
-                "PAGETRIE_CRASH_BACKEND",
-                if kill % 2 == 0 { "threads" } else { "auto" },
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let lines: Vec<String> = BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect();
-            let last = lines.iter().rev().find_map(|l| {
-                l.strip_prefix("committed ")
-                    .and_then(|n| n.parse::<u64>().ok())
-            });
-            (
-                last,
-                lines
-                    .into_iter()
-                    .filter(|l| l.starts_with("opened") || l.starts_with("committed"))
-                    .take(2)
-                    .collect::<Vec<_>>(),
-            )
-        });
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        std::thread::sleep(Duration::from_millis(20 + rng % 150));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let (last, first_lines) = reader.join().unwrap();
-        // Where the child opened, if it got that far: where the last reopen
-        // left the store, or recovery moved it.
-        if let Some(at) = first_lines
-            .first()
-            .and_then(|l| l.strip_prefix("opened at "))
-        {
-            opened += 1;
-            assert_eq!(
-                at.parse::<u64>().ok(),
-                Some(acked),
-                "kill {kill}: the child opened past the last reopen; it said {first_lines:?}"
-            );
-        }
-        if let Some(last) = last {
-            acked = last;
-        }
-        let store = open(dir.path());
-        let s = store.meta().seqno;
-        assert!(
-            s == acked || s == acked + 1,
-            "kill {kill}: acknowledged {acked}, reopened at {s}; the child said {first_lines:?}"
-        );
-        assert_state(&store, s);
-        acked = s;
-    }
-    assert!(
-        acked > kills && opened > kills / 2,
-        "the children made too little progress to mean anything: \
-         {acked} commits, {opened} of {kills} said where they opened"
-    );
-}
-
-/// [`kills_at_random_moments_never_mix_commits`] 500 times over, counting
-/// the rounds that fail: it once failed about one full run in twenty.
-#[test]
-#[ignore = "about 50 minutes; run with: cargo test --release --lib -- --ignored --exact store::tests::kills_at_random_moments_500_times"]
-fn kills_at_random_moments_500_times() {
-    let rounds = 500;
-    let failed = (0..rounds)
-        .filter(|_| std::panic::catch_unwind(kills_at_random_moments_never_mix_commits).is_err())
-        .count();
-    println!("{failed} of {rounds} rounds failed");
-    assert_eq!(failed, 0, "{failed} of {rounds} rounds failed");
-}
-
-/// Files of a small committed database, for the corruption tests.
-fn small_database(dir: &Path) {
-    let store = open(dir);
-    for k in 1..=8 {
-        store.persist(batch(k)).unwrap();
-    }
-}
-
-const FILES: [&str; 6] = ["meta", "slots0", "slots1", "pages", "buckets", "overflow"];
-
-#[test]
-fn truncated_zeroed_or_garbage_files_are_errors() {
-    for name in FILES {
-        for damage in ["truncate", "zero", "garbage"] {
-            let dir = tempfile::tempdir().unwrap();
-            small_database(dir.path());
-            let path = dir.path().join(name);
-            let len = std::fs::metadata(&path).unwrap().len();
-            match damage {
-                "truncate" => {
-                    std::fs::write(&path, &std::fs::read(&path).unwrap()[..(len / 3) as usize])
-                        .unwrap()
-                }
-                "zero" => std::fs::write(&path, vec![0u8; len as usize]).unwrap(),
-                _ => std::fs::write(
-                    &path,
-                    (0..len).map(|i| (i * 7 + 3) as u8).collect::<Vec<_>>(),
-                )
-                .unwrap(),
-            }
-            // Damage to a file the last commit fully wrote may go unseen at open
-            // (it is checked when its blocks are read); the open itself must not panic,
-            // and damage to the meta record, or a truncated data file, must be an error.
-            let result = Store::open(dir.path(), StoreConfig::small());
-            // Commit 8's map is in slots0; slots1 holds commit 7's, obsolete.
-            if name == "meta"
-                || (damage == "truncate" && !name.starts_with("slots"))
-                || name == "slots0"
-            {
-                assert!(result.is_err(), "{damage} {name} went unnoticed");
-            }
-        }
-    }
-}
-
-#[test]
-fn random_byte_flips_never_panic_on_open() {
-    let dir = tempfile::tempdir().unwrap();
-    small_database(dir.path());
-    crate::test_support::flip_random_bits(dir.path(), &FILES, 200, 8, |dir| {
-        if let Ok(store) = Store::open(dir, StoreConfig::small()) {
-            for t in Target::ALL {
-                for i in 0..store.meta().lengths[t as usize] {
-                    let _ = store.read(t, i);
-                }
-            }
-        }
-    });
 }
 
 #[test]
@@ -775,3 +523,6 @@ fn no_room_refuses_a_commit_without_poisoning_the_store() {
     drop(store);
     assert_state(&open(dir.path()), 2);
 }
+
+mod crash;
+mod damage;
