@@ -9,11 +9,11 @@ use crate::Error;
 /// Bytes in a page: one block.
 pub const PAGE_SIZE: usize = BLOCK_SIZE;
 
-/// Node slots in a page: 2 + 4 + ... + 64.
+/// Node cells in a page: 2 + 4 + ... + 64.
 pub const NODES_PER_PAGE: usize = (1 << (PAGE_DEPTH + 1)) - 2;
 
-/// The first of the 64 bottom slots, whose nodes root the child pages.
-pub const FIRST_BOTTOM_SLOT: usize = NODES_PER_PAGE - 64;
+/// The first of the 64 bottom cells, whose nodes root the child pages.
+pub const FIRST_BOTTOM_CELL: usize = NODES_PER_PAGE - 64;
 
 const ID: usize = NODES_PER_PAGE * 32;
 const ELIDED: usize = ID + 32;
@@ -26,29 +26,29 @@ const FORMAT_VERSION: u16 = 2;
 
 /// Slot of the node `rel_depth` levels below the page's root position (1 to 6)
 /// whose path from there is the `rel_depth`-bit number `bits`.
-pub fn slot(rel_depth: usize, bits: usize) -> usize {
+pub fn cell(rel_depth: usize, bits: usize) -> usize {
     debug_assert!((1..=PAGE_DEPTH).contains(&rel_depth) && bits < 1 << rel_depth);
     (1 << rel_depth) - 2 + bits
 }
 
 /// Slot of the node at `depth` on `key`'s path, in the page [`PageId::holding`] it.
-pub fn slot_on_path(key: &KeyPath, depth: usize) -> usize {
+pub fn cell_on_path(key: &KeyPath, depth: usize) -> usize {
     let root_depth = (depth - 1) / PAGE_DEPTH * PAGE_DEPTH;
     let rel_depth = depth - root_depth;
     let bits = (root_depth..depth).fold(0, |acc, d| acc << 1 | bit_at(key, d) as usize);
-    slot(rel_depth, bits)
+    cell(rel_depth, bits)
 }
 
-/// The two children of a slot above the bottom row.
-pub fn child_slots(slot: usize) -> Option<(usize, usize)> {
-    (slot < FIRST_BOTTOM_SLOT).then(|| (2 * slot + 2, 2 * slot + 3))
+/// The two children of a cell above the bottom row.
+pub fn child_cells(cell: usize) -> Option<(usize, usize)> {
+    (cell < FIRST_BOTTOM_CELL).then(|| (2 * cell + 2, 2 * cell + 3))
 }
 
-/// The child page index (0 to 63) rooted at a bottom-row slot.
-pub fn child_page_index(slot: usize) -> Option<u8> {
-    (FIRST_BOTTOM_SLOT..NODES_PER_PAGE)
-        .contains(&slot)
-        .then(|| (slot - FIRST_BOTTOM_SLOT) as u8)
+/// The child page index (0 to 63) rooted at a bottom-row cell.
+pub fn child_page_index(cell: usize) -> Option<u8> {
+    (FIRST_BOTTOM_CELL..NODES_PER_PAGE)
+        .contains(&cell)
+        .then(|| (cell - FIRST_BOTTOM_CELL) as u8)
 }
 
 /// One page, in a block ready for O_DIRECT I/O.
@@ -56,12 +56,12 @@ pub fn child_page_index(slot: usize) -> Option<u8> {
 pub struct Page(BlockBuf);
 
 impl Page {
-    /// An all-zero page: every slot a terminator, no metadata.
+    /// An all-zero page: every cell a terminator, no metadata.
     pub fn zeroed() -> Page {
         Page(Block::zeroed())
     }
 
-    /// A blank page naming itself `id`: every slot a terminator, no child stored.
+    /// A blank page naming itself `id`: every cell a terminator, no child stored.
     pub fn new(id: &PageId) -> Page {
         let mut page = Page::zeroed();
         page.0 .0[ID..ID + 32].copy_from_slice(&id.encode());
@@ -79,16 +79,16 @@ impl Page {
         self.0
     }
 
-    /// The node in `slot` (below [`NODES_PER_PAGE`]).
-    pub fn node(&self, slot: usize) -> Node {
+    /// The node in `cell` (below [`NODES_PER_PAGE`]).
+    pub fn node(&self, cell: usize) -> Node {
         let mut node = [0u8; 32];
-        node.copy_from_slice(&self.0 .0[slot * 32..slot * 32 + 32]);
+        node.copy_from_slice(&self.0 .0[cell * 32..cell * 32 + 32]);
         node
     }
 
-    /// Stores `node` in `slot`.
-    pub fn set_node(&mut self, slot: usize, node: &Node) {
-        self.0 .0[slot * 32..slot * 32 + 32].copy_from_slice(node);
+    /// Stores `node` in `cell`.
+    pub fn set_node(&mut self, cell: usize, node: &Node) {
+        self.0 .0[cell * 32..cell * 32 + 32].copy_from_slice(node);
     }
 
     /// The id the page names itself by.
@@ -163,27 +163,27 @@ mod tests {
     use crate::trie::node::{hash_leaf, MAX_DEPTH};
 
     #[test]
-    fn slot_arithmetic() {
+    fn cell_arithmetic() {
         assert_eq!(NODES_PER_PAGE, 126);
         assert_eq!(
-            (slot(1, 0), slot(1, 1), slot(2, 0), slot(6, 63)),
+            (cell(1, 0), cell(1, 1), cell(2, 0), cell(6, 63)),
             (0, 1, 2, 125)
         );
-        assert_eq!(child_slots(0), Some((2, 3)));
-        assert_eq!(child_slots(61), Some((124, 125)));
-        assert_eq!(child_slots(62), None);
+        assert_eq!(child_cells(0), Some((2, 3)));
+        assert_eq!(child_cells(61), Some((124, 125)));
+        assert_eq!(child_cells(62), None);
         assert_eq!(
             (child_page_index(62), child_page_index(125)),
             (Some(0), Some(63))
         );
         assert_eq!(child_page_index(61), None);
         let key = [0b1011_0111; 32];
-        assert_eq!(slot_on_path(&key, 1), slot(1, 1));
-        assert_eq!(slot_on_path(&key, 6), slot(6, 0b101101));
-        assert_eq!(slot_on_path(&key, 7), slot(1, 1));
-        assert_eq!(slot_on_path(&key, MAX_DEPTH), slot(4, 0b0111));
-        // A bottom slot's child page is the next page on the path.
-        let s = slot_on_path(&key, 12);
+        assert_eq!(cell_on_path(&key, 1), cell(1, 1));
+        assert_eq!(cell_on_path(&key, 6), cell(6, 0b101101));
+        assert_eq!(cell_on_path(&key, 7), cell(1, 1));
+        assert_eq!(cell_on_path(&key, MAX_DEPTH), cell(4, 0b0111));
+        // A bottom cell's child page is the next page on the path.
+        let s = cell_on_path(&key, 12);
         let page = PageId::holding(&key, 12);
         assert_eq!(
             page.child(child_page_index(s).unwrap()),

@@ -20,7 +20,7 @@ pub struct PageId {
 }
 
 impl PageId {
-    /// The root page: its slots hold the nodes at depths 1 to 6.
+    /// The root page: its cells hold the nodes at depths 1 to 6.
     pub const ROOT: PageId = PageId {
         path: [0; 32],
         level: 0,
@@ -45,7 +45,7 @@ impl PageId {
         self.level as usize
     }
 
-    /// Depth of the node this page's subtree hangs from (its slots start one deeper).
+    /// Depth of the node this page's subtree hangs from (its cells start one deeper).
     pub fn root_depth(&self) -> usize {
         self.level() * PAGE_DEPTH
     }

@@ -2,7 +2,7 @@
 //! the new root, the page changes and the witness.
 //!
 //! Owns what pages contain: which subtrees are stored (those with at least
-//! [`STORE_MIN_LEAVES`] leaves), what every slot and bitmap bit holds, and how a
+//! [`STORE_MIN_LEAVES`] leaves), what every cell and bitmap bit holds, and how a
 //! subtree is updated, rebuilt from the value store, and proven. Workers split the
 //! root page's 64 children between them; the root page is finished last, on the
 //! caller's thread.
@@ -18,7 +18,7 @@ mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::trie::page::{slot, Page};
+use crate::trie::page::{cell, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::proof::MultiProof;
 use crate::trie::{KeyPath, Node, NodeKind};
@@ -116,10 +116,10 @@ fn run_children(
     main: &mut Worker<'_>,
 ) -> Result<(), Error> {
     let jobs: Vec<RootChild> = (0..64u8)
-        // A child whose parent slot is internal is reached by the root page's
+        // A child whose parent cell is internal is reached by the root page's
         // walk exactly as its own subtree; others lie in a region rebuilt whole.
         .filter(|&i| {
-            NodeKind::of(&root.node(slot(PAGE_DEPTH - 1, i as usize / 2))) == NodeKind::Internal
+            NodeKind::of(&root.node(cell(PAGE_DEPTH - 1, i as usize / 2))) == NodeKind::Internal
         })
         .map(|index| RootChild {
             index,

@@ -50,7 +50,7 @@ impl Worker<'_> {
             return self.prove(&child, &old, keys, out);
         }
         if !pos.is_root() {
-            let node = page.node(pos.slot());
+            let node = page.node(pos.cell());
             if NodeKind::of(&node) != NodeKind::Internal {
                 let entries = self.entries(&keys[0], depth, &node)?;
                 prove_below(&entries, keys, depth, out);
@@ -61,7 +61,7 @@ impl Worker<'_> {
         for (side, part) in [&keys[..split], &keys[split..]].into_iter().enumerate() {
             let child = pos.child(side);
             if part.is_empty() {
-                out.siblings.push(page.node(child.slot()));
+                out.siblings.push(page.node(child.cell()));
             } else {
                 self.prove_at(page, id, child, part, out)?;
             }

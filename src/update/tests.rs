@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{update_trie, Change, Tree, STORE_MIN_LEAVES};
 use crate::test_support::{splice, Rng};
-use crate::trie::page::slot;
+use crate::trie::page::cell;
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::{bit_at, build_subtree, hash_value, Discard, KeyPath, ValueHash, TERMINATOR};
 use crate::{Db, Options};
@@ -44,9 +44,9 @@ fn check_page(db: &Db, id: PageId, entries: &[(KeyPath, ValueHash)]) -> usize {
                     TERMINATOR
                 };
                 assert_eq!(
-                    page.node(slot(r, bits)),
+                    page.node(cell(r, bits)),
                     expected,
-                    "{id:?} slot ({r}, {bits})"
+                    "{id:?} cell ({r}, {bits})"
                 );
                 next.push(if under.len() >= 2 { part } else { &[][..] });
             }

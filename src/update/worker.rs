@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::page_store::PageStore;
-use crate::trie::page::{slot, Page};
+use crate::trie::page::{cell, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::{hash_leaf, KeyPath, Node, NodeKind, ValueHash, TERMINATOR};
 use crate::value_store::ValueStore;
@@ -92,8 +92,8 @@ pub(super) struct Pos {
 impl Pos {
     pub(super) const ROOT: Pos = Pos { r: 0, bits: 0 };
 
-    pub(super) fn slot(self) -> usize {
-        slot(self.r, self.bits)
+    pub(super) fn cell(self) -> usize {
+        cell(self.r, self.bits)
     }
 
     /// The child page index of a bottom position.
@@ -166,7 +166,7 @@ impl<'a> Worker<'a> {
         key: &KeyPath,
     ) -> Result<(PageId, Old), Error> {
         let child = child_id(id, pos.index())?;
-        let node = page.node(pos.slot());
+        let node = page.node(pos.cell());
         let old = self.old(&child, &node, is_stored(page, pos.index()), key)?;
         Ok((child, old))
     }
@@ -296,7 +296,7 @@ impl<'a> Worker<'a> {
             return self.update_child(page, id, pos, changes);
         }
         if !pos.is_root() {
-            let node = page.node(pos.slot());
+            let node = page.node(pos.cell());
             if NodeKind::of(&node) != NodeKind::Internal {
                 // At most one leaf here: rebuild the region from entries.
                 let old = self.entries(&changes[0].0, depth, &node)?;
@@ -314,7 +314,7 @@ impl<'a> Worker<'a> {
         {
             let child = pos.child(side);
             if part.is_empty() {
-                nodes[side] = page.node(child.slot());
+                nodes[side] = page.node(child.cell());
             } else {
                 let (node, d) = self.update_at(page, id, child, part)?;
                 nodes[side] = node;
@@ -345,7 +345,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Writes the subtree holding `entries` under `pos`, where nothing is stored
-    /// yet (every slot below is a terminator and no child page exists).
+    /// yet (every cell below is a terminator and no child page exists).
     fn build_at(
         &mut self,
         page: &mut Page,
@@ -355,7 +355,7 @@ impl<'a> Worker<'a> {
     ) -> Result<Node, Error> {
         if !pos.is_root() && entries.len() <= 1 {
             let node = entries.first().map_or(TERMINATOR, |(k, v)| hash_leaf(k, v));
-            page.set_node(pos.slot(), &node);
+            page.set_node(pos.cell(), &node);
             return Ok(node);
         }
         if pos.is_bottom() {
@@ -383,22 +383,22 @@ fn is_stored(page: &Page, index: u8) -> bool {
 }
 
 fn set_child(page: &mut Page, index: u8, node: &Node, stored: bool) {
-    page.set_node(slot(PAGE_DEPTH, index as usize), node);
+    page.set_node(cell(PAGE_DEPTH, index as usize), node);
     let bits = page.elided_children() & !(1 << index);
     page.set_elided_children(bits | (!stored as u64) << index);
 }
 
-/// Joins two children into `pos`: a lone leaf rises, and the slots it left are
-/// cleared so every slot below a leaf or terminator stays a terminator.
+/// Joins two children into `pos`: a lone leaf rises, and the cells it left are
+/// cleared so every cell below a leaf or terminator stays a terminator.
 fn join(page: &mut Page, pos: Pos, children: [Node; 2]) -> Node {
     let node = crate::trie::join_canonical(children[0], children[1]);
     if NodeKind::of(&node) != NodeKind::Internal {
         for side in 0..2 {
-            page.set_node(pos.child(side).slot(), &TERMINATOR);
+            page.set_node(pos.child(side).cell(), &TERMINATOR);
         }
     }
     if !pos.is_root() {
-        page.set_node(pos.slot(), &node);
+        page.set_node(pos.cell(), &node);
     }
     node
 }
