@@ -1,4 +1,4 @@
-//! The checksum the slot maps' and the catalog snapshot's headers carry over
+//! The checksum the slot maps' and the catalog file's headers carry over
 //! their bodies: xxh3 over the concatenated xxh3 of each whole block, taken a
 //! block at a time, so a writer or a reader need not hold the body at once.
 

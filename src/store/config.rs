@@ -46,9 +46,9 @@ pub(crate) fn default_backend() -> IoBackend {
 /// only in the tests that need folds and trims to happen often.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Tuning {
-    /// Log blocks past which the catalog is folded into a new snapshot, if
-    /// the log is also longer than the snapshot: open reads at most about
-    /// twice the snapshot.
+    /// Log blocks past which the catalog is folded into a new catalog file, if
+    /// the log is also longer than the catalog file: open reads at most about
+    /// twice the catalog file.
     pub(crate) fold_blocks: u64,
     /// Dropped history blocks below which the history file is not rewritten.
     pub(crate) trim_blocks: u64,

@@ -1,12 +1,10 @@
 //! The catalog's upkeep between commits: its log, when to fold the log into a
-//! new snapshot, and the snapshot written at open when the stores had to read
+//! new catalog file, and the catalog file written at open when the stores had to read
 //! every block. Runs under the store's commit lock, as a commit does.
 
 use std::sync::Arc;
 
-use super::{
-    from_scan, load, records_since, write_snapshot, Catalog, Merge, Notes, Recent, Source,
-};
+use super::{from_scan, load, records_since, write_file, Catalog, Merge, Notes, Recent, Source};
 use crate::io::Dir;
 use crate::store::record_log::RecordLog;
 use crate::store::slot_map::{SlotMap, SLOTTED};
@@ -24,9 +22,9 @@ pub(in crate::store) struct Keeper {
     /// Whether open found a usable catalog.
     usable: bool,
     /// Notes the stores made by reading every block, when the catalog was
-    /// unusable: the next snapshot.
+    /// unusable: the next catalog file.
     scanned: Notes,
-    /// The records since the snapshot, while they fit in RAM.
+    /// The records since the catalog file, while they fit in RAM.
     pub(in crate::store) recent: Recent,
     /// The log length from which to fold (raised after a failed fold).
     fold_at: u64,
@@ -50,7 +48,7 @@ impl Keeper {
             found: found.catalog.map(Arc::new),
             scanned: Notes::default(),
             recent: found.recent,
-            fold_at: tuning.fold_blocks.max(found.snapshot_blocks),
+            fold_at: tuning.fold_blocks.max(found.file_blocks),
         })
     }
 }
@@ -77,8 +75,8 @@ impl Store {
     }
 
     /// Ends the opening of the stores: drops the catalog they read, or, if
-    /// they read every block instead, writes their notes as a new snapshot.
-    /// Returns whether open used the catalog. A snapshot that cannot be
+    /// they read every block instead, writes their notes as a new catalog file.
+    /// Returns whether open used the catalog. A catalog file that cannot be
     /// written only leaves the next open to read every block again.
     pub(crate) fn finish_open(&self) -> bool {
         let _one_at_a_time = self.commit_lock.lock();
@@ -95,7 +93,7 @@ impl Store {
         };
         let source = Source::Catalog(&catalog);
         if self
-            .replace_snapshot(&mut state, durable.meta.seqno, source)
+            .replace_file(&mut state, durable.meta.seqno, source)
             .is_ok()
         {
             state.usable = true;
@@ -103,8 +101,8 @@ impl Store {
         false
     }
 
-    /// Folds the catalog log into a new snapshot once it has grown past the
-    /// snapshot; called between commits. A fold that fails is tried again
+    /// Folds the catalog log into a new catalog file once it has grown past the
+    /// catalog file; called between commits. A fold that fails is tried again
     /// once the log has doubled: the log stays valid meanwhile.
     pub(crate) fn maybe_fold(&self) {
         let _one_at_a_time = self.commit_lock.lock();
@@ -113,7 +111,7 @@ impl Store {
             return;
         }
         let durable = self.durable.read().clone();
-        // The snapshot streams into the new one, with the records since it
+        // The catalog file streams into the new one, with the records since it
         // from RAM, else from the log.
         let base = state.recent.base;
         let payloads = match state.recent.payloads.take() {
@@ -123,7 +121,7 @@ impl Store {
         let lengths = SLOTTED.map(|t| durable.meta.lengths[t as usize]);
         if let Some(merge) = payloads.and_then(|p| Merge::new(base, p, lengths)) {
             let source = Source::Merge(&merge, &durable.map);
-            match self.replace_snapshot(&mut state, durable.meta.seqno, source) {
+            match self.replace_file(&mut state, durable.meta.seqno, source) {
                 Ok(()) => return,
                 // Replaced, but the log was not emptied.
                 Err(_) if state.recent.base != base => {
@@ -133,7 +131,7 @@ impl Store {
                 Err(_) => {}
             }
         }
-        // A snapshot the merge cannot use (written unsorted by an older
+        // A catalog file the merge cannot use (written unsorted by an older
         // build, or damaged), or a write that failed: read back whole, as
         // open reads it.
         let seed = state.seed;
@@ -142,7 +140,7 @@ impl Store {
             .and_then(|found| found.catalog.map(|c| (found.seed, c)));
         let result = match folded {
             Some((seed, c)) if seed == state.seed => {
-                self.replace_snapshot(&mut state, durable.meta.seqno, Source::Catalog(&c))
+                self.replace_file(&mut state, durable.meta.seqno, Source::Catalog(&c))
             }
             // Reading it back discarded it: the next open reads every block.
             _ => {
@@ -155,17 +153,17 @@ impl Store {
         }
     }
 
-    /// Writes the snapshot of commit `seqno` from `source` and empties the log.
-    fn replace_snapshot(
+    /// Writes the catalog file of commit `seqno` from `source` and empties the log.
+    fn replace_file(
         &self,
         state: &mut Keeper,
         seqno: u64,
         source: Source<'_>,
     ) -> Result<(), Error> {
-        let blocks = write_snapshot(&self.dir, &self.io, seqno, state.seed, source)?;
+        let blocks = write_file(&self.dir, &self.io, seqno, state.seed, source)?;
         state.fold_at = self.tuning.fold_blocks.max(blocks);
         state.recent.restart(seqno);
-        // A crash before this leaves records the snapshot already holds: open
+        // A crash before this leaves records the catalog file already holds: open
         // skips them.
         state.log.erase()
     }

@@ -1,19 +1,19 @@
-//! A fold that streams: the snapshot on disk is read a batch of blocks at a
+//! A fold that streams: the catalog file on disk is read a batch of blocks at a
 //! time and merged with the records kept in RAM straight into the new
-//! snapshot. Reading the old snapshot whole held it beside everything else
+//! catalog file. Reading the old catalog file whole held it beside everything else
 //! while a fold ran (381 MB at 2^27 accounts, 57 MB at 2^24).
 //!
-//! It needs a snapshot sorted by target, then slot, as every snapshot is
+//! It needs a catalog file sorted by target, then slot, as every catalog file is
 //! written now; one an older build wrote from a scan may not be, and is then
 //! folded the whole way.
-//! Anything it cannot use (a damaged or unsorted snapshot, a used slot
-//! without a note) fails the write before the new snapshot replaces the old.
+//! Anything it cannot use (a damaged or unsorted catalog file, a used slot
+//! without a note) fails the write before the new catalog file replaces the old.
 
 use std::sync::Arc;
 
 use super::{
-    entry_header, newest_notes, parse_entry, Header, Place, SnapshotWriter, ENTRY_HEADER, NONE,
-    SNAPSHOT, VOID,
+    entry_header, newest_notes, parse_entry, FileWriter, Header, Place, ENTRY_HEADER, FILE, NONE,
+    VOID,
 };
 use crate::block::BLOCK_SIZE;
 use crate::io::{DataFile, Dir};
@@ -21,10 +21,10 @@ use crate::store::chained_sum::ChainedSum;
 use crate::store::slot_map::{SlotMap, SLOTTED};
 use crate::Error;
 
-/// Snapshot blocks read per batch.
+/// Catalog file blocks read per batch.
 const READ_BATCH: usize = 256;
 
-/// The records since the snapshot of commit `base`, ready to merge into it.
+/// The records since the catalog file of commit `base`, ready to merge into it.
 pub(in crate::store) struct Merge {
     base: u64,
     payloads: Vec<Vec<u8>>,
@@ -33,7 +33,7 @@ pub(in crate::store) struct Merge {
 }
 
 impl Merge {
-    /// Indexes `payloads` (the records after the snapshot of `base`, in commit
+    /// Indexes `payloads` (the records after the catalog file of `base`, in commit
     /// order) for files of `lengths` slots; `None` if one does not parse.
     pub(in crate::store) fn new(
         base: u64,
@@ -48,27 +48,27 @@ impl Merge {
     }
 
     /// Writes the newest note of every slot `map` uses to `out`: the record's
-    /// if one names it, else the snapshot's.
+    /// if one names it, else the catalog file's.
     pub(super) fn write(
         &self,
         dir: &Dir,
         map: &SlotMap,
-        out: &mut SnapshotWriter<'_>,
+        out: &mut FileWriter<'_>,
     ) -> Result<(), Error> {
         let cannot = |what| Error::corrupt(what).at("catalog", 0);
-        let mut snapshot = Stream::open(dir, self.base)?;
-        let mut head = snapshot.next_entry()?;
+        let mut catalog_file = Stream::open(dir, self.base)?;
+        let mut head = catalog_file.next_entry()?;
         for (t, target) in SLOTTED.iter().enumerate() {
             for slot in map.used(*target) {
                 let slot = u32::try_from(slot).map_err(|_| cannot("a slot past u32"))?;
-                // Notes of slots freed since the snapshot are passed over.
+                // Notes of slots freed since the catalog file are passed over.
                 while head.is_some_and(|h| h < (t, slot)) {
-                    head = snapshot.next_entry()?;
+                    head = catalog_file.next_entry()?;
                 }
                 let place = self.latest[t].get(slot as usize).copied();
                 let note = match place.unwrap_or((NONE, 0, 0)) {
                     (VOID, ..) => return Err(cannot("a used slot's newest note is empty")),
-                    (NONE, ..) if head == Some((t, slot)) => &snapshot.note[..],
+                    (NONE, ..) if head == Some((t, slot)) => &catalog_file.note[..],
                     (NONE, ..) => return Err(cannot("a used slot without a note")),
                     (c, len, start) => {
                         let start = start as usize;
@@ -79,15 +79,15 @@ impl Merge {
                 out.push(note)?;
             }
         }
-        // The rest of the snapshot, for its order and its checksum.
+        // The rest of the catalog file, for its order and its checksum.
         while head.is_some() {
-            head = snapshot.next_entry()?;
+            head = catalog_file.next_entry()?;
         }
-        snapshot.finish()
+        catalog_file.finish()
     }
 }
 
-/// The notes of the snapshot on disk, in order, read a batch at a time; each
+/// The notes of the catalog file on disk, in order, read a batch at a time; each
 /// block's checksum is taken as it goes by, and checked at the end.
 struct Stream {
     file: Arc<DataFile>,
@@ -110,11 +110,11 @@ struct Stream {
 impl Stream {
     fn open(dir: &Dir, base: u64) -> Result<Stream, Error> {
         let bad = |what| Error::corrupt(what).at("catalog", 0);
-        let file = dir.open_existing(SNAPSHOT)?;
+        let file = dir.open_existing(FILE)?;
         let header = file.read_bytes(0, 1)?;
-        let header = Header::check(&header).ok_or_else(|| bad("snapshot header"))?;
+        let header = Header::check(&header).ok_or_else(|| bad("catalog file header"))?;
         if header.base != base {
-            return Err(bad("the records do not follow the snapshot"));
+            return Err(bad("the records do not follow the catalog file"));
         }
         Ok(Stream {
             file,
@@ -144,7 +144,9 @@ impl Stream {
         let first = 1 + self.read;
         let blocks = self.file.read_bytes(first, first + n as u64)?;
         if blocks.len() != n * BLOCK_SIZE {
-            return Err(Error::corrupt("a snapshot shorter than its header says").at("catalog", 0));
+            return Err(
+                Error::corrupt("a catalog file shorter than its header says").at("catalog", 0),
+            );
         }
         self.buf.extend_from_slice(&blocks);
         for block in self.buf[from..].chunks(BLOCK_SIZE) {
@@ -172,7 +174,7 @@ impl Stream {
             };
             let Some((target, slot, start, stop)) = parsed else {
                 if end < self.buf.len() || !self.load()? {
-                    return Err(bad("a snapshot entry past the end"));
+                    return Err(bad("a catalog file entry past the end"));
                 }
                 continue;
             };
@@ -184,7 +186,7 @@ impl Stream {
                 continue;
             };
             if self.last.is_some_and(|last| last >= (t, slot)) {
-                return Err(bad("snapshot notes out of order"));
+                return Err(bad("catalog file notes out of order"));
             }
             self.last = Some((t, slot));
             return Ok(Some((t, slot)));
@@ -199,7 +201,7 @@ impl Stream {
         }
         match self.sum.finish() == self.expected_sum {
             true => Ok(()),
-            false => Err(Error::corrupt("snapshot checksum").at("catalog", 0)),
+            false => Err(Error::corrupt("catalog file checksum").at("catalog", 0)),
         }
     }
 }
@@ -208,7 +210,7 @@ impl Stream {
 mod tests {
     use std::path::Path;
 
-    use super::super::{fold, from_scan, read_snapshot, write_snapshot, Notes, Source};
+    use super::super::{fold, from_scan, read_file, write_file, Notes, Source};
     use super::*;
     use crate::io::{Io, IoBackend};
     use crate::store::{Meta, Target};
@@ -217,17 +219,17 @@ mod tests {
         notes.add(target, slot, |b| b.extend_from_slice(text.as_bytes()));
     }
 
-    fn snapshot(dir: &Path, io: &Io, base: u64, source: Source<'_>) {
-        write_snapshot(&dir_of(dir), io, base, 7, source).unwrap();
+    fn catalog_file(dir: &Path, io: &Io, base: u64, source: Source<'_>) {
+        write_file(&dir_of(dir), io, base, 7, source).unwrap();
     }
 
     fn dir_of(path: &Path) -> Dir {
         Dir::new(path)
     }
 
-    /// The notes of the snapshot on disk, per target, by slot.
+    /// The notes of the catalog file on disk, per target, by slot.
     fn notes_on_disk(dir: &Path, map: &SlotMap, lengths: [u64; 3]) -> Vec<(Target, u32, Vec<u8>)> {
-        let (_, _, bytes) = read_snapshot(&dir_of(dir)).unwrap();
+        let (_, _, bytes) = read_file(&dir_of(dir)).unwrap();
         let meta = Meta {
             lengths,
             ..Meta::default()
@@ -244,7 +246,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::start(IoBackend::ThreadPool, None).unwrap();
         let lengths = [8, 8, 0];
-        // The snapshot of commit 3: pages 1, 2, 5 and buckets 0, 3.
+        // The catalog file of commit 3: pages 1, 2, 5 and buckets 0, 3.
         let mut old = Notes::default();
         for (t, s, text) in [
             (Target::Pages, 1, "p1"),
@@ -255,7 +257,7 @@ mod tests {
         ] {
             note(&mut old, t, s, text);
         }
-        snapshot(dir.path(), &io, 3, Source::Notes(&old));
+        catalog_file(dir.path(), &io, 3, Source::Notes(&old));
         // Records after it: page 2 rewritten twice, page 6 and bucket 4 new,
         // page 5 and bucket 0 freed (page 5's slot noted empty, then reused).
         let mut one = Notes::default();
@@ -279,13 +281,13 @@ mod tests {
             map.set(t, s, true);
         }
         let merge = Merge::new(3, payloads.clone(), [8, 8]).unwrap();
-        snapshot(dir.path(), &io, 5, Source::Merge(&merge, &map));
+        catalog_file(dir.path(), &io, 5, Source::Merge(&merge, &map));
         let streamed = notes_on_disk(dir.path(), &map, lengths);
 
-        // The same through the whole-read fold, from the old snapshot.
+        // The same through the whole-read fold, from the old catalog file.
         let dir2 = tempfile::tempdir().unwrap();
-        snapshot(dir2.path(), &io, 3, Source::Notes(&old));
-        let (_, _, bytes) = read_snapshot(&dir_of(dir2.path())).unwrap();
+        catalog_file(dir2.path(), &io, 3, Source::Notes(&old));
+        let (_, _, bytes) = read_file(&dir_of(dir2.path())).unwrap();
         let meta = Meta {
             lengths,
             ..Meta::default()
@@ -305,13 +307,13 @@ mod tests {
         three.add(Target::Buckets, 4, |_| {});
         let voided = Merge::new(5, vec![three.buf], [8, 8]).unwrap();
         let source = Source::Merge(&voided, &map);
-        assert!(write_snapshot(&dir_of(dir.path()), &io, 6, 7, source).is_err());
-        // And the snapshot it failed to replace is whole.
+        assert!(write_file(&dir_of(dir.path()), &io, 6, 7, source).is_err());
+        // And the catalog file it failed to replace is whole.
         assert_eq!(notes_on_disk(dir.path(), &map, lengths), streamed);
     }
 
     #[test]
-    fn an_unsorted_or_damaged_snapshot_is_refused() {
+    fn an_unsorted_or_damaged_catalog_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::start(IoBackend::ThreadPool, None).unwrap();
         let mut map = SlotMap::default();
@@ -322,19 +324,17 @@ mod tests {
         let mut unsorted = Notes::default();
         note(&mut unsorted, Target::Pages, 2, "p2");
         note(&mut unsorted, Target::Pages, 1, "p1");
-        snapshot(dir.path(), &io, 1, Source::Notes(&unsorted));
+        catalog_file(dir.path(), &io, 1, Source::Notes(&unsorted));
         let merge = Merge::new(1, Vec::new(), [8, 8]).unwrap();
-        assert!(
-            write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err()
-        );
+        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err());
         // Written through `from_scan`, as open writes it now, it streams.
         let meta = Meta {
             lengths: [8, 8, 0],
             ..Meta::default()
         };
         let scanned = from_scan(unsorted, &meta, &map).unwrap();
-        snapshot(dir.path(), &io, 1, Source::Catalog(&scanned));
-        write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).unwrap();
+        catalog_file(dir.path(), &io, 1, Source::Catalog(&scanned));
+        write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).unwrap();
         let streamed = notes_on_disk(dir.path(), &map, [8, 8, 0]);
         assert_eq!(streamed.len(), 2);
 
@@ -342,18 +342,14 @@ mod tests {
         let mut sorted = Notes::default();
         note(&mut sorted, Target::Pages, 1, "p1");
         note(&mut sorted, Target::Pages, 2, "p2");
-        snapshot(dir.path(), &io, 1, Source::Notes(&sorted));
-        let path = dir.path().join(SNAPSHOT);
+        catalog_file(dir.path(), &io, 1, Source::Notes(&sorted));
+        let path = dir.path().join(FILE);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[BLOCK_SIZE + 12] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        assert!(
-            write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err()
-        );
-        // Records of another snapshot's commit do not merge into this one.
+        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err());
+        // Records of another catalog file's commit do not merge into this one.
         let other = Merge::new(9, Vec::new(), [8, 8]).unwrap();
-        assert!(
-            write_snapshot(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&other, &map)).is_err()
-        );
+        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&other, &map)).is_err());
     }
 }

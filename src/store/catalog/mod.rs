@@ -4,14 +4,14 @@
 //!
 //! A commit appends one record to `catalog.log` with the notes of the slots
 //! it writes, synced with its blocks before the commit point, so every
-//! durable commit's record is on disk. Once the log outgrows the snapshot,
-//! the newest note of every used slot is folded into a new snapshot,
+//! durable commit's record is on disk. Once the log outgrows the catalog file,
+//! the newest note of every used slot is folded into a new catalog file,
 //! `catalog`, which replaces the old one whole (written beside it, synced,
 //! renamed), and the log starts again.
 //!
 //! The catalog only makes open fast. If any part of it is missing or damaged,
 //! or it lacks a note for a used slot, open ignores it: the stores read every
-//! block as before, and a fresh snapshot replaces it. The notes' contents are
+//! block as before, and a fresh catalog file replaces it. The notes' contents are
 //! the stores'; here they are bytes.
 
 mod keeper;
@@ -33,15 +33,15 @@ pub(super) use keeper::Keeper;
 use merge::Merge;
 
 const LOG: &str = "catalog.log";
-const SNAPSHOT: &str = "catalog";
-const SNAPSHOT_NEW: &str = "catalog.new";
-const SNAPSHOT_MAGIC: &[u8; 8] = b"ptcatsnp";
+const FILE: &str = "catalog";
+const FILE_NEW: &str = "catalog.new";
+const FILE_MAGIC: &[u8; 8] = b"ptcatsnp";
 const RECORD_MAGIC: &[u8; 8] = b"ptcatrec";
 const VERSION: u64 = 1;
 const CHECKSUM: usize = 4088;
 /// A note entry's header: target, slot, length.
 const ENTRY_HEADER: usize = 9;
-/// Blocks of snapshot written per batch: bounds the RAM a snapshot write takes.
+/// Blocks of catalog file written per batch: bounds the RAM a catalog file write takes.
 const WRITE_BATCH: usize = 256;
 
 /// Notes for slots, in the order added. An empty note says the slot's block
@@ -117,7 +117,7 @@ fn parse_entry(buf: &[u8], at: usize) -> Option<(Target, u32, usize, usize)> {
 
 /// The notes of every used slot of one durable state, as open found them.
 pub(crate) struct Catalog {
-    /// The snapshot's notes, then each record's, in commit order: kept as
+    /// The catalog file's notes, then each record's, in commit order: kept as
     /// they were read or made, since joining them cost a fold a copy of
     /// the whole catalog (over 100 MB at 2^24 accounts).
     chunks: Vec<Vec<u8>>,
@@ -140,13 +140,13 @@ impl Catalog {
 }
 
 /// Log payloads kept in RAM up to this many bytes, so that a fold reads only
-/// the snapshot back: the log, just written, is slow to read on a busy disk.
+/// the catalog file back: the log, just written, is slow to read on a busy disk.
 pub(super) const RECENT_MAX: usize = 64 << 20;
 
-/// The records since the snapshot, kept in RAM while they are small.
+/// The records since the catalog file, kept in RAM while they are small.
 #[derive(Default)]
 pub(super) struct Recent {
-    /// The commit the snapshot describes.
+    /// The commit the catalog file describes.
     pub(super) base: u64,
     /// The payloads of commits `base + 1` on, in order; `None` once too
     /// large (a fold then reads the log). Each is kept as `record` made it:
@@ -157,7 +157,7 @@ pub(super) struct Recent {
 }
 
 impl Recent {
-    /// Starts again after a snapshot of commit `base`.
+    /// Starts again after a catalog file of commit `base`.
     pub(super) fn restart(&mut self, base: u64) {
         self.base = base;
         self.payloads = Some(Vec::new());
@@ -186,8 +186,8 @@ impl Recent {
 pub(super) struct Found {
     /// The fingerprint seed the notes were made with.
     pub(super) seed: u64,
-    pub(super) snapshot_blocks: u64,
-    /// The commit the snapshot describes, and the payloads of the log's
+    pub(super) file_blocks: u64,
+    /// The commit the catalog file describes, and the payloads of the log's
     /// records after it, if they fit [`RECENT_MAX`].
     pub(super) recent: Recent,
     /// `None`: unusable.
@@ -196,8 +196,8 @@ pub(super) struct Found {
 
 /// Reads the catalog of `durable` (whose used slots `map` gives) in `dir`,
 /// with `log` cut to its records, or, if it cannot serve, removes the
-/// snapshot and empties the log, so that later records never join stale
-/// ones. `fresh_seed` is the seed when there is no usable snapshot.
+/// catalog file and empties the log, so that later records never join stale
+/// ones. `fresh_seed` is the seed when there is no usable catalog file.
 pub(super) fn load(
     dir: &Dir,
     log: &mut RecordLog,
@@ -205,32 +205,32 @@ pub(super) fn load(
     map: &SlotMap,
     fresh_seed: u64,
 ) -> Result<Found, Error> {
-    // Without a snapshot the log has nothing to join: it is emptied unread.
-    if let Some(snapshot) = read_snapshot(dir).filter(|(base, ..)| *base <= durable.seqno) {
-        let records = log.load(since(snapshot.0, durable.seqno))?;
-        if let Some(found) = usable(snapshot, records, durable, map) {
+    // Without a catalog file the log has nothing to join: it is emptied unread.
+    if let Some(catalog_file) = read_file(dir).filter(|(base, ..)| *base <= durable.seqno) {
+        let records = log.load(since(catalog_file.0, durable.seqno))?;
+        if let Some(found) = usable(catalog_file, records, durable, map) {
             return Ok(found);
         }
     }
-    dir.remove(SNAPSHOT)?;
+    dir.remove(FILE)?;
     log.erase()?;
     Ok(Found {
         seed: fresh_seed,
-        snapshot_blocks: 0,
+        file_blocks: 0,
         recent: Recent::default(),
         catalog: None,
     })
 }
 
-/// The catalog of a whole snapshot `(base, seed, notes)` and the log's
+/// The catalog of a whole catalog file `(base, seed, notes)` and the log's
 /// `records`, if they reach `durable` and note every used slot.
 fn usable(
-    (base, seed, snapshot): (u64, u64, Vec<u8>),
+    (base, seed, catalog_file): (u64, u64, Vec<u8>),
     records: Records,
     durable: &Meta,
     map: &SlotMap,
 ) -> Option<Found> {
-    let snapshot_blocks = 1 + snapshot.len().div_ceil(BLOCK_SIZE) as u64;
+    let file_blocks = 1 + catalog_file.len().div_ceil(BLOCK_SIZE) as u64;
     let after = payloads(records, base, durable.seqno)?;
     let len = after.len();
     let recent = Recent {
@@ -238,16 +238,16 @@ fn usable(
         payloads: (len <= RECENT_MAX).then(|| vec![after.clone()]),
         len,
     };
-    let catalog = fold(vec![snapshot, after], durable, map)?;
+    let catalog = fold(vec![catalog_file, after], durable, map)?;
     Some(Found {
         seed,
-        snapshot_blocks,
+        file_blocks,
         recent,
         catalog: Some(catalog),
     })
 }
 
-/// What the catalog takes of its log: the records after the snapshot of
+/// What the catalog takes of its log: the records after the catalog file of
 /// commit `base` up to the `durable` one, without a gap.
 fn since(base: u64, durable: u64) -> impl FnMut(u64) -> Keep {
     let mut last = base;
@@ -271,7 +271,7 @@ fn payloads(records: Records, base: u64, durable: u64) -> Option<Vec<u8>> {
     }
     // Moved to the front of the log's own buffer: a fold that reads the log
     // back (past RECENT_MAX, as at 2^27 accounts) held it, a copy of its
-    // payloads and the snapshot at once.
+    // payloads and the catalog file at once.
     let mut after = records.bytes;
     let mut len = 0;
     for (_, range) in records.kept {
@@ -283,14 +283,14 @@ fn payloads(records: Records, base: u64, durable: u64) -> Option<Vec<u8>> {
     Some(after)
 }
 
-/// The records after the snapshot of commit `base` up to the `durable` one,
+/// The records after the catalog file of commit `base` up to the `durable` one,
 /// read back from `log`, for a fold whose records outgrew RAM.
 pub(super) fn records_since(log: &RecordLog, base: u64, durable: u64) -> Option<Vec<u8>> {
     let records = log.read(since(base, durable)).ok()?;
     payloads(records, base, durable)
 }
 
-/// A snapshot's block 0 (layout in docs/format.md).
+/// A catalog file's block 0 (layout in docs/format.md).
 struct Header {
     base: u64,
     seed: u64,
@@ -303,7 +303,7 @@ impl Header {
     /// The header in `block`, if its magic, version and checksum hold.
     fn check(block: &[u8]) -> Option<Header> {
         let valid = block.len() == BLOCK_SIZE
-            && &block[0..8] == SNAPSHOT_MAGIC
+            && &block[0..8] == FILE_MAGIC
             && u64_at(block, CHECKSUM) == twox_hash::XxHash3_64::oneshot(&block[..CHECKSUM])
             && u64_at(block, 8) == VERSION;
         valid.then(|| Header {
@@ -315,18 +315,18 @@ impl Header {
     }
 }
 
-/// The snapshot's commit, seed and notes, if it is whole.
-fn read_snapshot(dir: &Dir) -> Option<(u64, u64, Vec<u8>)> {
-    let snapshot = dir.read(SNAPSHOT).ok()??;
-    let header = Header::check(snapshot.get(..BLOCK_SIZE)?)?;
+/// The catalog file's commit, seed and notes, if it is whole.
+fn read_file(dir: &Dir) -> Option<(u64, u64, Vec<u8>)> {
+    let catalog_file = dir.read(FILE).ok()??;
+    let header = Header::check(catalog_file.get(..BLOCK_SIZE)?)?;
     let (base, seed) = (header.base, header.seed);
     let len = usize::try_from(header.len).ok()?;
     let padded = len.checked_next_multiple_of(BLOCK_SIZE)?;
-    let body = snapshot.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
+    let body = catalog_file.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
     if ChainedSum::of(body.chunks(BLOCK_SIZE)) != header.sum {
         return None;
     }
-    let mut bytes = snapshot;
+    let mut bytes = catalog_file;
     bytes.drain(..BLOCK_SIZE);
     bytes.truncate(len);
     Some((base, seed, bytes))
@@ -432,35 +432,35 @@ pub(super) fn record(
 }
 
 /// The catalog of the notes a scan of every used block made, sorted by
-/// target and slot as every snapshot is written; `None` if a used slot has none.
+/// target and slot as every catalog file is written; `None` if a used slot has none.
 pub(super) fn from_scan(notes: Notes, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
     fold(vec![notes.buf], durable, map)
 }
 
-/// Where a snapshot's notes come from.
+/// Where a catalog file's notes come from.
 pub(super) enum Source<'a> {
-    /// Notes as they are, in any order: how a scan's snapshot was written
-    /// before folds streamed (tests make such snapshots).
+    /// Notes as they are, in any order: how a scan's catalog file was written
+    /// before folds streamed (tests make such catalog files).
     #[cfg(test)]
     Notes(&'a Notes),
     Catalog(&'a Catalog),
-    /// The snapshot on disk merged with the records in RAM, for the slots
+    /// The catalog file on disk merged with the records in RAM, for the slots
     /// the map uses.
     Merge(&'a Merge, &'a SlotMap),
 }
 
-/// Writes the snapshot of commit `seqno` with `seed` and replaces the old one;
+/// Writes the catalog file of commit `seqno` with `seed` and replaces the old one;
 /// returns its length in blocks. The caller empties the log after.
-pub(super) fn write_snapshot(
+pub(super) fn write_file(
     dir: &Dir,
     io: &Io,
     seqno: u64,
     seed: u64,
     source: Source<'_>,
 ) -> Result<u64, Error> {
-    let file = dir.open(SNAPSHOT_NEW)?;
+    let file = dir.open(FILE_NEW)?;
     file.erase()?;
-    let mut out = SnapshotWriter {
+    let mut out = FileWriter {
         io,
         file: &file,
         pending: Vec::with_capacity(BLOCK_SIZE * WRITE_BATCH),
@@ -483,7 +483,7 @@ pub(super) fn write_snapshot(
     }
     out.flush(true)?;
     let mut header = Block::zeroed();
-    header.0[0..8].copy_from_slice(SNAPSHOT_MAGIC);
+    header.0[0..8].copy_from_slice(FILE_MAGIC);
     header.put_u64(8, VERSION);
     header.put_u64(16, seqno);
     header.put_u64(24, seed);
@@ -494,7 +494,7 @@ pub(super) fn write_snapshot(
     let blocks = out.next;
     write_blocks(io, &file, 0, vec![header])?;
     file.sync()?;
-    dir.replace(SNAPSHOT_NEW, SNAPSHOT)?;
+    dir.replace(FILE_NEW, FILE)?;
     Ok(blocks)
 }
 
@@ -506,8 +506,8 @@ fn entry_header(target: Target, slot: u32, len: usize) -> [u8; ENTRY_HEADER] {
     h
 }
 
-/// A snapshot's body, written a batch of blocks at a time.
-struct SnapshotWriter<'a> {
+/// A catalog file's body, written a batch of blocks at a time.
+struct FileWriter<'a> {
     io: &'a Io,
     file: &'a Arc<DataFile>,
     pending: Vec<u8>,
@@ -518,7 +518,7 @@ struct SnapshotWriter<'a> {
     len: u64,
 }
 
-impl SnapshotWriter<'_> {
+impl FileWriter<'_> {
     fn push(&mut self, bytes: &[u8]) -> Result<(), Error> {
         self.pending.extend_from_slice(bytes);
         self.len += bytes.len() as u64;

@@ -10,7 +10,7 @@
 use alloc::vec::Vec;
 use core::cell::Cell;
 
-use super::walk::{check_shape, fold, Gap};
+use super::walk::{bottom_up, check_shape, Gap};
 use super::MultiProof;
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
 use crate::trie::node::{
@@ -66,7 +66,7 @@ impl Chunk {
         let range = Range { start, end };
         let mut kept = Vec::new();
         // The terminals stay: each says what sits at a position on a boundary path.
-        fold(
+        bottom_up(
             &proof.terminals,
             &proof.siblings,
             &mut |_, _| Ok(()),
@@ -185,7 +185,7 @@ impl Chunk {
             next.set(to);
             &hashed[from..to]
         };
-        let computed = fold(
+        let computed = bottom_up(
             &self.proof.terminals,
             &self.proof.siblings,
             &mut |_, t| {

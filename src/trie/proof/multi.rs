@@ -4,7 +4,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::ops::Range;
 
-use super::walk::{check_shape, fold};
+use super::walk::{bottom_up, check_shape};
 use super::{PathProof, Write};
 use crate::trie::builder::{build_subtree, check_strictly_sorted, Discard};
 use crate::trie::node::{
@@ -101,7 +101,7 @@ impl MultiProof {
     /// Checks the proof against `root`.
     pub fn verify(&self, root: &Node) -> Result<VerifiedMultiProof<'_>, Error> {
         check_shape(&self.terminals)?;
-        let computed = fold(
+        let computed = bottom_up(
             &self.terminals,
             &self.siblings,
             &mut |_, t| Ok(t.node()),
@@ -122,7 +122,7 @@ impl MultiProof {
         check_strictly_sorted(writes.iter().map(|(k, _)| k))?;
         check_shape(&self.terminals)?;
         let per_terminal = self.assign(writes)?;
-        let (old, new) = fold(
+        let (old, new) = bottom_up(
             &self.terminals,
             &self.siblings,
             &mut |i, t| Ok((t.node(), rebuild(t, &writes[per_terminal[i].clone()]))),
@@ -167,7 +167,7 @@ impl MultiProof {
     pub(crate) fn paths(&self) -> Result<Vec<PathProof>, Error> {
         check_shape(&self.terminals)?;
         // Each terminal's siblings, collected bottom-up.
-        let (_, collected) = fold(
+        let (_, collected) = bottom_up(
             &self.terminals,
             &self.siblings,
             &mut |i, t| Ok((t.node(), alloc::vec![(i, Vec::new())])),
@@ -249,7 +249,7 @@ fn rebuild(t: &MultiTerminal, writes: &[Write]) -> Node {
 }
 
 /// Emits the terminals and siblings of `paths` (sorted, distinct keys, all sharing
-/// the position at `depth`) in the order [`fold`] consumes them.
+/// the position at `depth`) in the order [`bottom_up`] consumes them.
 fn merge(paths: &[(KeyPath, PathProof)], depth: usize, out: &mut MultiProof) -> Result<(), Error> {
     let (first_key, first) = &paths[0];
     if paths.iter().any(|(_, p)| p.depth() == depth) {

@@ -38,7 +38,7 @@ fn first_difference(a: &[u8; 32], b: &[u8; 32]) -> Option<(usize, Ordering)> {
     Some((at, a[i].cmp(&b[i])))
 }
 
-/// An off-path subtree the fold meets: its position (the first `depth` bits
+/// An off-path subtree the walk meets: its position (the first `depth` bits
 /// of `position`, every later bit zero) and depth.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Gap {
@@ -46,7 +46,7 @@ pub(super) struct Gap {
     pub(super) depth: usize,
 }
 
-/// The proof's stored siblings, handed out in the order the fold meets gaps.
+/// The proof's stored siblings, handed out in the order the walk meets gaps.
 pub(super) struct Siblings<'a> {
     nodes: &'a [Node],
     next: usize,
@@ -64,14 +64,14 @@ impl Siblings<'_> {
     }
 }
 
-/// Folds the proof's tree bottom-up: every terminal becomes `on_terminal(index,
+/// Computes over the proof's tree bottom-up: every terminal becomes `on_terminal(index,
 /// terminal)`, every off-path subtree becomes `on_gap(gap, siblings)` (which
 /// usually takes the next stored sibling; a range proof computes some gaps
 /// instead), and every internal position joins its two children.
 ///
 /// The terminals must have passed [`check_shape`]. Fails if a callback fails or
 /// stored siblings are left over.
-pub(super) fn fold<T>(
+pub(super) fn bottom_up<T>(
     terminals: &[MultiTerminal],
     siblings: &[Node],
     on_terminal: &mut impl FnMut(usize, &MultiTerminal) -> Result<T, Error>,
