@@ -47,7 +47,12 @@ impl Worker<'_> {
                 }
             }
             let (child, old) = self.old_child(page, id, pos, &keys[0])?;
-            return self.prove(&child, &old, keys, out);
+            self.prove(&child, &old, keys, out)?;
+            // For the update pass, which walks here again if it changes keys below.
+            if let Old::Page(page) = old {
+                self.keep_page(child, page);
+            }
+            return Ok(());
         }
         if !pos.is_root() {
             let node = page.node(pos.cell());

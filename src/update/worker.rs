@@ -141,6 +141,9 @@ pub(super) struct ChildResults {
 pub(super) struct Worker<'a> {
     tree: Tree<'a>,
     entries: HashMap<(usize, KeyPath), Vec<Entry>>,
+    /// Pages the witness pass looked up, each taken again by the update
+    /// pass: one lookup in the shared cache a page, not two.
+    seen_pages: HashMap<PageId, Arc<Page>>,
     /// Page changes: `None` deletes.
     pub(super) pages: super::PageChanges,
     pub(super) done: ChildResults,
@@ -151,9 +154,15 @@ impl<'a> Worker<'a> {
         Worker {
             tree,
             entries: HashMap::new(),
+            seen_pages: HashMap::new(),
             pages: Vec::new(),
             done: ChildResults::default(),
         }
+    }
+
+    /// Keeps page `id` for [`Worker::old`] to take instead of looking it up again.
+    pub(super) fn keep_page(&mut self, id: PageId, page: Arc<Page>) {
+        self.seen_pages.insert(id, page);
     }
 
     /// The child page hanging from bottom position `pos` of `page` (page `id`),
@@ -179,6 +188,9 @@ impl<'a> Worker<'a> {
         }
         if NodeKind::of(node) != NodeKind::Internal {
             return Err(Error::corrupt("a page is stored under a leaf"));
+        }
+        if let Some(page) = self.seen_pages.remove(id) {
+            return Ok(Old::Page(page));
         }
         match self.tree.page(id)? {
             Some(page) => Ok(Old::Page(page)),
