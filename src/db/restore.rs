@@ -54,12 +54,9 @@ impl Db {
             history: 0,
             ..options.clone()
         };
-        #[allow(unused_mut)]
-        let mut progress = Dir::new(build_dir.dir());
+        let progress = Dir::new(build_dir.dir());
         #[cfg(any(test, feature = "fault-injection"))]
-        {
-            progress = progress.with_faults(options.faults.clone());
-        }
+        let progress = progress.with_faults(options.faults.clone());
         let resumed = read_progress(&progress)
             .filter(|(r, _)| *r == root && build_dir.db_path().is_dir())
             .and_then(|(_, next)| Some((Db::open(db_options.clone()).ok()?, next)));

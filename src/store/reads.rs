@@ -3,8 +3,7 @@
 //! channel.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
@@ -84,13 +83,9 @@ impl<W> Fetches<W> {
 /// wait, and it doubles the device's work.
 #[derive(Default)]
 pub(crate) struct Landings {
-    in_flight: Mutex<HashMap<u32, Arc<Landing>>>,
-}
-
-#[derive(Default)]
-struct Landing {
-    landed: Mutex<bool>,
-    signal: Condvar,
+    in_flight: Mutex<HashSet<u32>>,
+    /// Signalled whenever a prefetch lands; its few waiters look again.
+    landed: Condvar,
 }
 
 /// How long a reader waits for a prefetch before reading the block itself:
@@ -104,28 +99,30 @@ const LANDING_WAIT: Duration = Duration::from_millis(300);
 impl Landings {
     /// A prefetch of `slot` starts (or is on its way already).
     pub(crate) fn expect(&self, slot: u32) {
-        self.in_flight.lock().entry(slot).or_default();
+        self.in_flight.lock().insert(slot);
     }
 
     /// The prefetch of `slot` ended (its block cached or not).
     pub(crate) fn land(&self, slot: u32) {
-        if let Some(landing) = self.in_flight.lock().remove(&slot) {
-            *landing.landed.lock() = true;
-            landing.signal.notify_all();
+        if self.in_flight.lock().remove(&slot) {
+            self.landed.notify_all();
         }
     }
 
     /// Waits for the prefetch of `slot` in flight, if there is one; whether
     /// one landed meanwhile.
     pub(crate) fn wait(&self, slot: u32) -> bool {
-        let Some(landing) = self.in_flight.lock().get(&slot).cloned() else {
+        let deadline = Instant::now() + LANDING_WAIT;
+        let mut in_flight = self.in_flight.lock();
+        if !in_flight.contains(&slot) {
             return false;
-        };
-        let mut landed = landing.landed.lock();
-        if !*landed {
-            let _ = landing.signal.wait_for(&mut landed, LANDING_WAIT);
         }
-        *landed
+        while in_flight.contains(&slot) {
+            if self.landed.wait_until(&mut in_flight, deadline).timed_out() {
+                return !in_flight.contains(&slot);
+            }
+        }
+        true
     }
 }
 
@@ -182,7 +179,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
+    use std::sync::Arc;
 
     use super::*;
 
