@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 /// Lookups a store's cache answered and lookups that went to the disk, for
-/// [`crate::Metrics`].
+/// the database's metrics.
 #[derive(Default)]
 pub(crate) struct CacheCounts {
     hits: AtomicU64,
