@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use pagetrie::Options;
-use workload::Config;
+use workload::{Config, Opened};
 
 fn env_or(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -39,15 +39,15 @@ fn bench(c: &mut Criterion) {
         threads: env_or("PAGETRIE_BENCH_THREADS", 1) as usize,
         lookahead: env_or("PAGETRIE_BENCH_LOOKAHEAD", 0) as usize,
     };
-    let (db, mut accounts, import) =
+    let (db, mut accounts, opened) =
         workload::open_or_import(&dir, log2, |p| Options::new(p), |_| {})
             .expect("open or import the accounts");
-    match import {
-        Some(t) => eprintln!(
+    match opened {
+        Opened::Imported(t) => eprintln!(
             "imported 2^{log2} accounts into {} in {t:.1?}",
             dir.display()
         ),
-        None => eprintln!("reusing 2^{log2} accounts in {}", dir.display()),
+        Opened::Reused(_) => eprintln!("reusing 2^{log2} accounts in {}", dir.display()),
     }
 
     let mut group = c.benchmark_group("transfer");

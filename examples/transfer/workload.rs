@@ -88,20 +88,30 @@ impl Accounts {
     }
 }
 
+/// How [`open_or_import`] came by its database.
+#[derive(Clone, Copy, Debug)]
+pub enum Opened {
+    /// Built anew by an import that took this long.
+    Imported(Duration),
+    /// Found in place and opened in this long.
+    Reused(Duration),
+}
+
 /// Opens the accounts database in `dir`, importing `2^log2` accounts first
-/// unless `dir` already holds exactly that; returns it with the import time
-/// (`None` if reused).
+/// unless `dir` already holds exactly that.
 pub fn open_or_import(
     dir: &Path,
     log2: u32,
     options: impl Fn(&Path) -> Options,
     mut progress: impl FnMut(ImportProgress),
-) -> Result<(Db, Accounts, Option<Duration>), Error> {
+) -> Result<(Db, Accounts, Opened), Error> {
     let db_path = dir.join("db");
     let state_path = dir.join("state");
     if let Some(accounts) = Accounts::load(&state_path, log2) {
         if db_path.exists() {
-            return Ok((Db::open(options(&db_path))?, accounts, None));
+            let start = Instant::now();
+            let db = Db::open(options(&db_path))?;
+            return Ok((db, accounts, Opened::Reused(start.elapsed())));
         }
     }
     clear(dir, &db_path, &state_path)?;
@@ -112,7 +122,7 @@ pub fn open_or_import(
     let took = start.elapsed();
     let accounts = Accounts::fresh(state_path, log2);
     accounts.save()?;
-    Ok((db, accounts, Some(took)))
+    Ok((db, accounts, Opened::Imported(took)))
 }
 
 /// Removes a database and its state file before a new one is built in `dir`;
