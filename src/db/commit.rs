@@ -341,7 +341,7 @@ impl Shared {
         SharedBatch {
             pages: self.pages.begin_plan(seqno),
             // The root is set once known.
-            batch: Batch::new(TERMINATOR, self.store.meta().lengths),
+            batch: self.store.begin_batch(TERMINATOR),
         }
     }
 

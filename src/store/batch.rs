@@ -64,6 +64,17 @@ pub(crate) struct BlockWrite {
     pub(crate) block: BlockBuf,
 }
 
+/// How large a commit's batch grew: the next one is given room for as much
+/// at once, so it fills its buffers without copying them as they double (at
+/// 2^24 accounts its notes reached 10 MB through buffers of 1, 2, 4, 8 and 16
+/// MB, and glibc keeps such freed halves in the arena of the thread that
+/// grew them).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct BatchSizes {
+    pub(super) notes: usize,
+    pub(super) places: usize,
+}
+
 /// Everything one commit changes.
 pub(crate) struct Batch {
     pub(crate) root: Node,
@@ -82,6 +93,8 @@ pub(crate) struct Batch {
     /// The commit's history record, if history is kept (see
     /// [`super::Store::take_history`]).
     pub(crate) history: Option<Vec<u8>>,
+    /// The sizes of the batch before it, as room to start with.
+    pub(super) expected: BatchSizes,
 }
 
 /// Block writes started ahead of their commit, so the disk works while the
@@ -128,13 +141,16 @@ impl Written {
     /// The blocks written to `target`, by slot, ascending. Only for `pages`
     /// and `buckets`, whose slots are u32 by construction.
     pub(crate) fn take(&mut self, target: Target) -> Vec<(u32, BlockBuf)> {
-        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.0)
-            .into_iter()
-            .partition(|w| w.target == target);
-        self.0 = rest;
-        mine.into_iter()
-            .filter_map(|w| Some((u32::try_from(w.index).ok()?, w.block)))
-            .collect()
+        // Sized first: a hundred thousand blocks a commit, pushed one by one,
+        // went through a doubling buffer's copies.
+        let n = self.0.iter().filter(|w| w.target == target).count();
+        let mut mine = Vec::with_capacity(n);
+        for w in self.0.extract_if(.., |w| w.target == target) {
+            if let Ok(slot) = u32::try_from(w.index) {
+                mine.push((slot, w.block));
+            }
+        }
+        mine
     }
 }
 
@@ -165,6 +181,7 @@ impl Batch {
             early: None,
             notes: Notes::default(),
             history: None,
+            expected: BatchSizes::default(),
         }
     }
 }

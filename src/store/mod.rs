@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use batch::BatchSizes;
 pub(crate) use batch::{slot_number, stored_slot, Batch, BlockWrite, Target, TARGETS};
 pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use config::{default_backend, StoreConfig, Tuning};
@@ -72,6 +73,8 @@ pub(crate) struct Store {
     commit_lock: Mutex<()>,
     /// Prewrites not yet committed or dropped.
     prewrites: Arc<AtomicUsize>,
+    /// How large the last committed batch grew.
+    last_batch: Mutex<BatchSizes>,
     poisoned: AtomicBool,
     dir: Dir,
     /// The catalog: its log and its upkeep.
@@ -115,6 +118,7 @@ impl Store {
             durable: RwLock::new(durable),
             commit_lock: Mutex::new(()),
             prewrites: Arc::new(AtomicUsize::new(0)),
+            last_batch: Mutex::new(BatchSizes::default()),
             poisoned: AtomicBool::new(false),
             dir,
             catalog: Mutex::new(catalog),

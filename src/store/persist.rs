@@ -7,14 +7,24 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::batch::{BlockWrite, Prewritten, Written};
+use super::batch::{BatchSizes, BlockWrite, Prewritten, Written};
 use super::slot_map::{self, SlotMap};
 use super::{catalog, Batch, Durable, Meta, Store, Target, TARGETS};
 use crate::block::{BlockBuf, BLOCK_SIZE};
 use crate::io::{may_still_land, DataFile, Io, Op, Pending};
+use crate::trie::Node;
 use crate::Error;
 
 impl Store {
+    /// An empty batch for a commit of root `root` on the files as they are,
+    /// with room for as much as the last commit staged.
+    pub(crate) fn begin_batch(&self, root: Node) -> Batch {
+        let mut batch = Batch::new(root, self.meta().lengths);
+        batch.expected = *self.last_batch.lock();
+        batch.notes.reserve_exact(batch.expected.notes);
+        batch
+    }
+
     /// Starts the writes staged in `batch` so far, ahead of its commit, so
     /// the disk works while the rest of the commit is computed; they move to
     /// [`Batch::early`], and later calls add to them. Each must go to a slot
@@ -31,10 +41,11 @@ impl Store {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
         let (places, pending) = self.start_writes(writes)?;
+        let expected = batch.expected.places;
         let early = batch.early.get_or_insert_with(|| {
             self.prewrites.fetch_add(1, Ordering::SeqCst);
             Prewritten {
-                places: Vec::new(),
+                places: Vec::with_capacity(expected),
                 pending: Vec::new(),
                 alive: self.prewrites.clone(),
             }
@@ -95,6 +106,10 @@ impl Store {
             .copied()
             .chain(batch.writes.iter().map(|w| (w.target, w.index)))
             .collect();
+        *self.last_batch.lock() = BatchSizes {
+            notes: batch.notes.len(),
+            places: places.len(),
+        };
         let (prev, map, payload) = {
             let durable = self.durable.read();
             let map = validate(&places, &batch.freed, &batch.lengths, &durable.map)?;

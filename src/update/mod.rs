@@ -18,7 +18,7 @@ mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::trie::page::{cell, Page};
+use crate::trie::page::{cell, Page, NODES_PER_PAGE};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::proof::MultiProof;
 use crate::trie::{KeyPath, Node, NodeKind};
@@ -81,6 +81,16 @@ pub(crate) fn update_trie(
         }
     }
     let mut proof = MultiProof::default();
+    // Room at once for the children's proofs and what the root page adds (at
+    // most one entry a cell), not a doubling buffer's copies of a witness of
+    // tens of MB, whose freed halves glibc keeps.
+    if !main.done.proofs.is_empty() {
+        let (terminals, siblings) = main.done.proofs.values().fold((0, 0), |(t, s), p| {
+            (t + p.terminals.len(), s + p.siblings.len())
+        });
+        proof.terminals.reserve_exact(terminals + NODES_PER_PAGE);
+        proof.siblings.reserve_exact(siblings + NODES_PER_PAGE);
+    }
     if keys.is_empty() {
         proof.siblings.push(*prev_root);
     } else {

@@ -63,6 +63,16 @@ impl Notes {
         self.buf[at + 5..at + 9].copy_from_slice(&len.to_le_bytes());
     }
 
+    /// Bytes of notes held.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Room for `bytes` more bytes of notes, taken at once.
+    pub(crate) fn reserve_exact(&mut self, bytes: usize) {
+        self.buf.reserve_exact(bytes);
+    }
+
     /// Moves `other`'s notes to the end of these.
     pub(crate) fn append(&mut self, other: &mut Notes) {
         self.buf.append(&mut other.buf);
