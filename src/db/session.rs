@@ -248,11 +248,11 @@ impl Session {
     fn take(&self) -> (KeyedValues, Reads) {
         let writes = std::mem::take(&mut *self.writes.lock());
         let reads = std::mem::take(&mut *self.reads.lock());
-        let keys = reads.iter().map(|(k, _)| *k).collect();
-        let mut seen: Vec<(KeyPath, ValueHash)> = reads
-            .into_iter()
-            .filter_map(|(k, h)| Some((k, h?)))
-            .collect();
+        // Room for the written keys too, which a proving commit adds.
+        let mut keys = Vec::with_capacity(reads.len() + writes.len());
+        keys.extend(reads.iter().map(|(k, _)| *k));
+        let mut seen: Vec<(KeyPath, ValueHash)> = Vec::with_capacity(reads.len());
+        seen.extend(reads.into_iter().filter_map(|(k, h)| Some((k, h?))));
         seen.sort_unstable_by_key(|e| e.0);
         seen.dedup_by(|a, b| a.0 == b.0);
         (writes.into_iter().collect(), Reads { keys, seen })

@@ -17,7 +17,7 @@ mod index;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -29,7 +29,8 @@ use crate::block::{Block, BlockBuf};
 use crate::bytes::Cursor;
 use crate::clock::CacheCounts;
 use crate::store::{
-    stored_slot, Batch, BlockWrite, Catalog, Fetches, Notes, Published, SlotSpace, Store, Target,
+    room_after, stored_slot, Batch, BlockWrite, Catalog, Fetches, Notes, Published, SlotSpace,
+    Store, Target,
 };
 use crate::trie::page::{Page, PAGE_SIZE};
 use crate::trie::page_id::PageId;
@@ -157,6 +158,9 @@ pub(crate) struct PageStore {
     to_warm: parking_lot::Mutex<Vec<(PageId, u32)>>,
     counts: CacheCounts,
     prefetched: AtomicU64,
+    /// Pages the last published plan changed: the next plan's room, so its
+    /// lists fill without copies as they double.
+    last_plan: AtomicUsize,
 }
 
 impl PageStore {
@@ -216,6 +220,7 @@ impl PageStore {
             to_warm: parking_lot::Mutex::new(to_warm),
             counts: CacheCounts::default(),
             prefetched: AtomicU64::new(0),
+            last_plan: AtomicUsize::new(0),
         })
     }
 
@@ -367,13 +372,14 @@ impl PageStore {
     /// An empty plan for commit `seqno`; [`PageStore::plan`] adds to it.
     /// Nothing is visible until [`PageStore::publish`].
     pub(crate) fn begin_plan(&self, seqno: u64) -> PagePlan {
+        let room = room_after(self.last_plan.load(Ordering::Relaxed));
         PagePlan {
             seqno,
             writes: Vec::new(),
-            stored: Vec::new(),
-            freed: Vec::new(),
+            stored: Vec::with_capacity(room),
+            freed: Vec::with_capacity(room),
             freed_staged: 0,
-            changed: HashSet::new(),
+            changed: HashSet::with_capacity(room),
             space: self.slots.read().space.clone(),
             notes: Notes::default(),
         }
@@ -424,6 +430,7 @@ impl PageStore {
     /// Makes a committed plan visible; `written` is what the commit wrote to
     /// the pages file, by slot, ascending.
     pub(crate) fn publish(&self, mut plan: PagePlan, written: Vec<(u32, BlockBuf)>) {
+        self.last_plan.store(plan.changed.len(), Ordering::Relaxed);
         // Each stored page with its block, by id, to meet the freed ones.
         plan.stored.sort_unstable_by_key(|&(_, slot)| slot);
         let mut written = written.into_iter().peekable();

@@ -75,6 +75,13 @@ pub(crate) struct BatchSizes {
     pub(super) places: usize,
 }
 
+/// Room for a buffer that reached `last` items in the commit before: a
+/// quarter more, since a buffer that outgrows its room is copied into one
+/// twice as large.
+pub(crate) fn room_after(last: usize) -> usize {
+    last + last / 4
+}
+
 /// Everything one commit changes.
 pub(crate) struct Batch {
     pub(crate) root: Node,

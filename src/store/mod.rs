@@ -41,7 +41,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use batch::BatchSizes;
-pub(crate) use batch::{slot_number, stored_slot, Batch, BlockWrite, Target, TARGETS};
+pub(crate) use batch::{room_after, slot_number, stored_slot, Batch, BlockWrite, Target, TARGETS};
 pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use config::{default_backend, StoreConfig, Tuning};
 pub(crate) use meta::Meta;

@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::batch::{BatchSizes, BlockWrite, Prewritten, Written};
+use super::batch::{room_after, BatchSizes, BlockWrite, Prewritten, Written};
 use super::slot_map::{self, SlotMap};
 use super::{catalog, Batch, Durable, Meta, Store, Target, TARGETS};
 use crate::block::{BlockBuf, BLOCK_SIZE};
@@ -20,7 +20,11 @@ impl Store {
     /// with room for as much as the last commit staged.
     pub(crate) fn begin_batch(&self, root: Node) -> Batch {
         let mut batch = Batch::new(root, self.meta().lengths);
-        batch.expected = *self.last_batch.lock();
+        let last = *self.last_batch.lock();
+        batch.expected = BatchSizes {
+            notes: room_after(last.notes),
+            places: room_after(last.places),
+        };
         batch.notes.reserve_exact(batch.expected.notes);
         batch
     }

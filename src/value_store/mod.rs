@@ -94,6 +94,9 @@ pub(crate) struct ValueStore {
     counts: CacheCounts,
     /// Prefetches in flight, which reads of their buckets wait for.
     landings: Landings,
+    /// Buckets the last published plan rewrote: the next plan's room, so its
+    /// lists fill without copies as they double.
+    last_plan: std::sync::atomic::AtomicUsize,
 }
 
 impl ValueStore {
@@ -129,6 +132,7 @@ impl ValueStore {
             cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
             counts: CacheCounts::default(),
             landings: Landings::default(),
+            last_plan: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
