@@ -190,8 +190,8 @@ impl Fetcher {
                     match self.fetches.finish(finished) {
                         Some((Wanted::Page(read), Some(block))) => shared.pages.offer(read, block),
                         Some((Wanted::Page(_), None)) => {}
-                        Some((Wanted::Bucket(read), block)) => shared.values.offer(read, block),
-                        None => {}
+                        Some((Wanted::Bucket(read), Some(block))) => shared.values.offer(read, block),
+                        Some((Wanted::Bucket(_), None)) | None => {}
                     }
                     self.pump(&shared);
                 }

@@ -46,7 +46,7 @@ pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use config::{default_backend, StoreConfig, Tuning};
 pub(crate) use meta::Meta;
 pub(crate) use published::{Published, SlotSpace};
-pub(crate) use reads::{Fetches, Landings};
+pub(crate) use reads::Fetches;
 
 use slot_map::SlotMap;
 

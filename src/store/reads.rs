@@ -3,10 +3,8 @@
 //! channel.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use parking_lot::{Condvar, Mutex};
 
 use super::{Store, Target};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
@@ -77,55 +75,6 @@ impl<W> Fetches<W> {
     }
 }
 
-/// Prefetch reads in flight by slot, so that a reader wanting the same block
-/// waits for it to land rather than reading it a second time: a second read
-/// joins the device's queue behind the prefetches, so it costs more than the
-/// wait, and it doubles the device's work.
-#[derive(Default)]
-pub(crate) struct Landings {
-    in_flight: Mutex<HashSet<u32>>,
-    /// Signalled whenever a prefetch lands; its few waiters look again.
-    landed: Condvar,
-}
-
-/// How long a reader waits for a prefetch before reading the block itself:
-/// the prefetch may wait behind many others, or its reader may have gone.
-#[cfg(not(test))]
-const LANDING_WAIT: Duration = Duration::from_millis(10);
-/// Longer in tests, whose threads a loaded machine may hold back that long.
-#[cfg(test)]
-const LANDING_WAIT: Duration = Duration::from_millis(300);
-
-impl Landings {
-    /// A prefetch of `slot` starts (or is on its way already).
-    pub(crate) fn expect(&self, slot: u32) {
-        self.in_flight.lock().insert(slot);
-    }
-
-    /// The prefetch of `slot` ended (its block cached or not).
-    pub(crate) fn land(&self, slot: u32) {
-        if self.in_flight.lock().remove(&slot) {
-            self.landed.notify_all();
-        }
-    }
-
-    /// Waits for the prefetch of `slot` in flight, if there is one; whether
-    /// one landed meanwhile.
-    pub(crate) fn wait(&self, slot: u32) -> bool {
-        let deadline = Instant::now() + LANDING_WAIT;
-        let mut in_flight = self.in_flight.lock();
-        if !in_flight.contains(&slot) {
-            return false;
-        }
-        while in_flight.contains(&slot) {
-            if self.landed.wait_until(&mut in_flight, deadline).timed_out() {
-                return !in_flight.contains(&slot);
-            }
-        }
-        true
-    }
-}
-
 /// Blocks read per batch when a store reads many slots in order.
 const SCAN_BATCH: usize = 1024;
 
@@ -174,36 +123,5 @@ impl Store {
                 Block::for_read(),
             )
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-
-    #[test]
-    fn a_reader_waits_for_a_prefetch_in_flight_and_only_for_one() {
-        let landings = Arc::new(Landings::default());
-        assert!(!landings.wait(7), "nothing in flight: no wait");
-
-        landings.expect(7);
-        landings.expect(7); // a second hint for the block keeps the first landing
-        let lander = {
-            let landings = Arc::clone(&landings);
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(2));
-                landings.land(7);
-            })
-        };
-        assert!(landings.wait(7), "the prefetch landed while waiting");
-        lander.join().unwrap();
-        assert!(!landings.wait(7), "landed reads are forgotten");
-
-        landings.expect(8);
-        let started = Instant::now();
-        assert!(!landings.wait(8), "a read that never lands is given up on");
-        assert!(started.elapsed() >= LANDING_WAIT);
     }
 }

@@ -46,7 +46,7 @@ pub(crate) use plan::ValuePlan;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::{CacheCounts, ClockCache};
-use crate::store::{stored_slot, Fetches, Landings, Notes, Published, SlotSpace, Store, Target};
+use crate::store::{stored_slot, Fetches, Notes, Published, SlotSpace, Store, Target};
 use crate::trie::{prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
@@ -72,15 +72,6 @@ pub(crate) struct BucketRead {
     generation: u64,
 }
 
-/// Whether a read of a bucket a prefetch is reading waits for that read.
-#[derive(Clone, Copy)]
-enum Join {
-    /// Wait: the caller holds no lock a prefetch's landing needs.
-    Prefetches,
-    /// Read it again: the caller holds the state's lock.
-    No,
-}
-
 /// Keys and values on disk, with the RAM directory.
 ///
 /// One writer: plan a commit, commit it, publish it (or drop the plan after a
@@ -92,8 +83,6 @@ pub(crate) struct ValueStore {
     /// Committed bucket blocks by slot.
     cache: ClockCache<u32, Arc<BlockBuf>>,
     counts: CacheCounts,
-    /// Prefetches in flight, which reads of their buckets wait for.
-    landings: Landings,
     /// Buckets the last published plan rewrote: the next plan's room, so its
     /// lists fill without copies as they double.
     last_plan: std::sync::atomic::AtomicUsize,
@@ -131,7 +120,6 @@ impl ValueStore {
             state: RwLock::new(state),
             cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
             counts: CacheCounts::default(),
-            landings: Landings::default(),
             last_plan: std::sync::atomic::AtomicUsize::new(0),
         })
     }
@@ -158,26 +146,23 @@ impl ValueStore {
         };
         if !self.cache.contains(&read.slot) {
             let slot = read.slot;
-            // Expected before the read can land, so no landing goes unseen.
-            self.landings.expect(slot);
             fetches.start(&self.store, Target::Buckets, slot, W::from(read));
         }
     }
 
-    /// Caches a bucket a [`ValueStore::prefetch`] read (`None`: the read
-    /// failed) if it is still the committed one, and wakes the readers
-    /// waiting for it.
-    pub(crate) fn offer(&self, read: BucketRead, block: Option<BlockBuf>) {
+    /// Caches a bucket a [`ValueStore::prefetch`] read if it is still the
+    /// committed one.
+    pub(crate) fn offer(&self, read: BucketRead, block: BlockBuf) {
         // A bad block is left for the read that needs it to report. Checked
         // before the lock, which a publish waits on.
-        if let Some(block) = block.filter(|b| bucket::verify(b).is_ok()) {
-            // Held while caching, so no publish frees the slot in between.
-            let state = self.state.read();
-            if state.published.is_current(read.generation) {
-                self.cache.insert(read.slot, Arc::new(block));
-            }
+        if bucket::verify(&block).is_err() {
+            return;
         }
-        self.landings.land(read.slot);
+        // Held while caching, so no publish frees the slot in between.
+        let state = self.state.read();
+        if state.published.is_current(read.generation) {
+            self.cache.insert(read.slot, Arc::new(block));
+        }
     }
 
     /// The blocks of `slots`, from the cache where it has them, each with whether
@@ -185,16 +170,10 @@ impl ValueStore {
     /// is that error instead. The caller checks that they are committed ones
     /// (the generation) before using or caching them: a slot a publish freed
     /// may hold anything, so a failed check there means looking again.
-    fn read_buckets(&self, slots: &[u32], join: Join) -> Result<Vec<(Checked, bool)>, Error> {
-        let cached = |slot: &u32| {
-            self.cache.get(slot).or_else(|| match join {
-                Join::Prefetches if self.landings.wait(*slot) => self.cache.get(slot),
-                _ => None,
-            })
-        };
+    fn read_buckets(&self, slots: &[u32]) -> Result<Vec<(Checked, bool)>, Error> {
         let mut found: Vec<Option<(Checked, bool)>> = slots
             .iter()
-            .map(|s| cached(s).map(|b| (Ok(b), false)))
+            .map(|s| self.cache.get(s).map(|b| (Ok(b), false)))
             .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
         self.counts
@@ -218,7 +197,7 @@ impl ValueStore {
     /// The committed bucket at `slot`, from the cache or verified from the
     /// disk, not cached: for a plan, under the state's read lock.
     fn read_one(&self, slot: u32) -> Result<Arc<BlockBuf>, Error> {
-        let mut read = self.read_buckets(&[slot], Join::No)?;
+        let mut read = self.read_buckets(&[slot])?;
         read.pop()
             .ok_or(Error::Internal("a bucket read answered nothing"))?
             .0
@@ -266,7 +245,7 @@ impl ValueStore {
                 let state = self.state.read();
                 (state.published.generation(), slots_of(&state.dir))
             };
-            let blocks = self.read_buckets(&slots, Join::Prefetches)?;
+            let blocks = self.read_buckets(&slots)?;
             let state = self.state.read();
             if !state.published.is_current(generation) {
                 continue;

@@ -82,7 +82,7 @@ impl ValueStore {
         // Every bucket with changes, read at once.
         let mut touched: Vec<u32> = homes.iter().flatten().map(|&(_, slot)| slot).collect();
         touched.dedup();
-        let blocks = self.read_buckets(&touched, super::Join::No)?;
+        let blocks = self.read_buckets(&touched)?;
         let mut read = std::collections::HashMap::with_capacity(touched.len());
         for (slot, (block, from_disk)) in touched.into_iter().zip(blocks) {
             // The trie update that follows rebuilds elided subtrees from these
