@@ -10,7 +10,8 @@
 //! the pages the trie will store at most half full; each database is built
 //! in a process of its own, and `--rounds` rounds of workloads alternate
 //! which engine goes first, each run a process that opens its database
-//! anew, with each round and the medians shown.
+//! once (the open measured is the process's first), with each round and the
+//! medians shown.
 //!
 //! ```sh
 //! cargo run --release -p pagetrie-compare                      # both at 2^20, with ratios
