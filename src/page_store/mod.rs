@@ -17,7 +17,7 @@ mod index;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -29,8 +29,8 @@ use crate::block::{Block, BlockBuf};
 use crate::bytes::Cursor;
 use crate::clock::CacheCounts;
 use crate::store::{
-    room_after, stored_slot, Batch, BlockWrite, Catalog, Fetches, Notes, Published, SlotSpace,
-    Store, Target,
+    stored_slot, Batch, BlockWrite, Catalog, Fetches, LastSize, Notes, Published, SlotSpace, Store,
+    Target,
 };
 use crate::trie::page::{Page, PAGE_SIZE};
 use crate::trie::page_id::PageId;
@@ -158,9 +158,8 @@ pub(crate) struct PageStore {
     to_warm: parking_lot::Mutex<Vec<(PageId, u32)>>,
     counts: CacheCounts,
     prefetched: AtomicU64,
-    /// Pages the last published plan changed: the next plan's room, so its
-    /// lists fill without copies as they double.
-    last_plan: AtomicUsize,
+    /// Pages the last published plan changed: the next plan's room.
+    last_plan: LastSize,
 }
 
 impl PageStore {
@@ -220,7 +219,7 @@ impl PageStore {
             to_warm: parking_lot::Mutex::new(to_warm),
             counts: CacheCounts::default(),
             prefetched: AtomicU64::new(0),
-            last_plan: AtomicUsize::new(0),
+            last_plan: LastSize::default(),
         })
     }
 
@@ -372,7 +371,7 @@ impl PageStore {
     /// An empty plan for commit `seqno`; [`PageStore::plan`] adds to it.
     /// Nothing is visible until [`PageStore::publish`].
     pub(crate) fn begin_plan(&self, seqno: u64) -> PagePlan {
-        let room = room_after(self.last_plan.load(Ordering::Relaxed));
+        let room = self.last_plan.room();
         PagePlan {
             seqno,
             writes: Vec::new(),
@@ -430,7 +429,7 @@ impl PageStore {
     /// Makes a committed plan visible; `written` is what the commit wrote to
     /// the pages file, by slot, ascending.
     pub(crate) fn publish(&self, mut plan: PagePlan, written: Vec<(u32, BlockBuf)>) {
-        self.last_plan.store(plan.changed.len(), Ordering::Relaxed);
+        self.last_plan.record(plan.changed.len());
         // Each stored page with its block, by id, to meet the freed ones.
         plan.stored.sort_unstable_by_key(|&(_, slot)| slot);
         let mut written = written.into_iter().peekable();

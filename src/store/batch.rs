@@ -64,22 +64,27 @@ pub(crate) struct BlockWrite {
     pub(crate) block: BlockBuf,
 }
 
-/// How large a commit's batch grew: the next one is given room for as much
-/// at once, so it fills its buffers without copying them as they double (at
-/// 2^24 accounts its notes reached 10 MB through buffers of 1, 2, 4, 8 and 16
-/// MB, and glibc keeps such freed halves in the arena of the thread that
-/// grew them).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct BatchSizes {
-    pub(super) notes: usize,
-    pub(super) places: usize,
-}
+/// How many items one of a commit's buffers reached, so the next commit's
+/// starts with room for them instead of doubling its way there: at 2^24
+/// accounts a batch's notes reached 10 MB through buffers of 1, 2, 4, 8 and
+/// 16 MB, and glibc keeps such freed halves in the arena of the thread that
+/// grew them.
+#[derive(Default)]
+pub(crate) struct LastSize(AtomicUsize);
 
-/// Room for a buffer that reached `last` items in the commit before: a
-/// quarter more, since a buffer that outgrows its room is copied into one
-/// twice as large.
-pub(crate) fn room_after(last: usize) -> usize {
-    last + last / 4
+impl LastSize {
+    /// Room for the next commit's buffer: a quarter more than the last
+    /// reached, since one that outgrows its room is copied into one twice as
+    /// large.
+    pub(crate) fn room(&self) -> usize {
+        let last = self.0.load(Ordering::Relaxed);
+        last + last / 4
+    }
+
+    /// The size a commit's buffer reached.
+    pub(crate) fn record(&self, items: usize) {
+        self.0.store(items, Ordering::Relaxed);
+    }
 }
 
 /// Everything one commit changes.
@@ -100,8 +105,8 @@ pub(crate) struct Batch {
     /// The commit's history record, if history is kept (see
     /// [`super::Store::take_history`]).
     pub(crate) history: Option<Vec<u8>>,
-    /// The sizes of the batch before it, as room to start with.
-    pub(super) expected: BatchSizes,
+    /// Room for the places of its early writes, from the batch before it.
+    pub(super) places_room: usize,
 }
 
 /// Block writes started ahead of their commit, so the disk works while the
@@ -188,7 +193,7 @@ impl Batch {
             early: None,
             notes: Notes::default(),
             history: None,
-            expected: BatchSizes::default(),
+            places_room: 0,
         }
     }
 }

@@ -40,8 +40,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use batch::BatchSizes;
-pub(crate) use batch::{room_after, slot_number, stored_slot, Batch, BlockWrite, Target, TARGETS};
+pub(crate) use batch::{slot_number, stored_slot, Batch, BlockWrite, LastSize, Target, TARGETS};
 pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use config::{default_backend, StoreConfig, Tuning};
 pub(crate) use meta::Meta;
@@ -73,8 +72,9 @@ pub(crate) struct Store {
     commit_lock: Mutex<()>,
     /// Prewrites not yet committed or dropped.
     prewrites: Arc<AtomicUsize>,
-    /// How large the last committed batch grew.
-    last_batch: Mutex<BatchSizes>,
+    /// Bytes of notes and places of writes the last committed batch held.
+    last_notes: LastSize,
+    last_places: LastSize,
     poisoned: AtomicBool,
     dir: Dir,
     /// The catalog: its log and its upkeep.
@@ -118,7 +118,8 @@ impl Store {
             durable: RwLock::new(durable),
             commit_lock: Mutex::new(()),
             prewrites: Arc::new(AtomicUsize::new(0)),
-            last_batch: Mutex::new(BatchSizes::default()),
+            last_notes: LastSize::default(),
+            last_places: LastSize::default(),
             poisoned: AtomicBool::new(false),
             dir,
             catalog: Mutex::new(catalog),

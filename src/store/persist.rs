@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::batch::{room_after, BatchSizes, BlockWrite, Prewritten, Written};
+use super::batch::{BlockWrite, Prewritten, Written};
 use super::slot_map::{self, SlotMap};
 use super::{catalog, Batch, Durable, Meta, Store, Target, TARGETS};
 use crate::block::{BlockBuf, BLOCK_SIZE};
@@ -20,12 +20,8 @@ impl Store {
     /// with room for as much as the last commit staged.
     pub(crate) fn begin_batch(&self, root: Node) -> Batch {
         let mut batch = Batch::new(root, self.meta().lengths);
-        let last = *self.last_batch.lock();
-        batch.expected = BatchSizes {
-            notes: room_after(last.notes),
-            places: room_after(last.places),
-        };
-        batch.notes.reserve_exact(batch.expected.notes);
+        batch.notes.reserve_exact(self.last_notes.room());
+        batch.places_room = self.last_places.room();
         batch
     }
 
@@ -45,11 +41,11 @@ impl Store {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
         let (places, pending) = self.start_writes(writes)?;
-        let expected = batch.expected.places;
+        let room = batch.places_room;
         let early = batch.early.get_or_insert_with(|| {
             self.prewrites.fetch_add(1, Ordering::SeqCst);
             Prewritten {
-                places: Vec::with_capacity(expected),
+                places: Vec::with_capacity(room),
                 pending: Vec::new(),
                 alive: self.prewrites.clone(),
             }
@@ -110,10 +106,8 @@ impl Store {
             .copied()
             .chain(batch.writes.iter().map(|w| (w.target, w.index)))
             .collect();
-        *self.last_batch.lock() = BatchSizes {
-            notes: batch.notes.len(),
-            places: places.len(),
-        };
+        self.last_notes.record(batch.notes.len());
+        self.last_places.record(places.len());
         let (prev, map, payload) = {
             let durable = self.durable.read();
             let map = validate(&places, &batch.freed, &batch.lengths, &durable.map)?;

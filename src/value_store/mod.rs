@@ -46,7 +46,7 @@ pub(crate) use plan::ValuePlan;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::{CacheCounts, ClockCache};
-use crate::store::{stored_slot, Fetches, Notes, Published, SlotSpace, Store, Target};
+use crate::store::{stored_slot, Fetches, LastSize, Notes, Published, SlotSpace, Store, Target};
 use crate::trie::{prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 
@@ -83,9 +83,8 @@ pub(crate) struct ValueStore {
     /// Committed bucket blocks by slot.
     cache: ClockCache<u32, Arc<BlockBuf>>,
     counts: CacheCounts,
-    /// Buckets the last published plan rewrote: the next plan's room, so its
-    /// lists fill without copies as they double.
-    last_plan: std::sync::atomic::AtomicUsize,
+    /// Buckets the last published plan rewrote: the next plan's room.
+    last_plan: LastSize,
 }
 
 impl ValueStore {
@@ -120,7 +119,7 @@ impl ValueStore {
             state: RwLock::new(state),
             cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
             counts: CacheCounts::default(),
-            last_plan: std::sync::atomic::AtomicUsize::new(0),
+            last_plan: LastSize::default(),
         })
     }
 

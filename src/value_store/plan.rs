@@ -9,7 +9,7 @@ use super::directory::{BucketMeta, Directory};
 use super::overflow::{self, Extents};
 use super::ValueStore;
 use crate::block::BlockBuf;
-use crate::store::{room_after, Batch, BlockWrite, Notes, SlotSpace, Target};
+use crate::store::{Batch, BlockWrite, Notes, SlotSpace, Target};
 use crate::trie::{common_prefix_len, KeyPath, ValueHash};
 use crate::Error;
 
@@ -59,7 +59,7 @@ impl ValueStore {
             crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
         }
         let state = self.state.read();
-        let room = room_after(self.last_plan.load(std::sync::atomic::Ordering::Relaxed));
+        let room = self.last_plan.room();
         let mut plan = ValuePlan {
             seqno,
             writes: Vec::new(),
@@ -143,10 +143,8 @@ impl ValueStore {
     /// Makes a committed plan visible; `written` is what the commit wrote to
     /// the buckets file: the plan's new buckets, cached as they are.
     pub(crate) fn publish(&self, plan: ValuePlan, written: Vec<(u32, BlockBuf)>) {
-        self.last_plan.store(
-            plan.added.len().max(plan.removed.len()),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.last_plan
+            .record(plan.added.len().max(plan.removed.len()));
         let mut state = self.state.write();
         state.published.publish();
         for slot in &plan.freed_slots {
