@@ -21,7 +21,9 @@ use crate::value_store::BucketRead;
 #[derive(Clone, Copy)]
 pub(super) struct Hint {
     pub(super) key: KeyPath,
-    /// Whether to load the key's bucket too: not when the caller is reading it
+    /// Whether to load the pages on the key's path.
+    pub(super) pages: bool,
+    /// Whether to load the key's bucket: not when the caller is reading it
     /// right now.
     pub(super) bucket: bool,
 }
@@ -219,10 +221,11 @@ impl Fetcher {
         }
     }
 
-    /// Hands the stores the pages on `hint`'s path, top down, and its bucket.
+    /// Hands the stores the pages on `hint`'s path, top down, and its bucket,
+    /// as it asks.
     fn fetch(&mut self, shared: &Arc<Shared>, hint: Hint) {
         let key = &hint.key;
-        for level in 0..=MAX_PAGE_LEVEL {
+        for level in (0..=MAX_PAGE_LEVEL).take_while(|_| hint.pages) {
             let id = PageId::on_path(key, level);
             if shared.pages.prefetch(&id, &mut self.fetches) == Prefetch::Absent {
                 break;

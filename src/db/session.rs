@@ -1,6 +1,6 @@
 //! Sessions: a block's reads and buffered writes, then its commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,7 +10,7 @@ use super::overlay::{Base, Overlay};
 use super::prefetch::Hint;
 use super::{KeyedValues, Reads, Shared};
 use crate::trie::proof::{MultiProof, Witness};
-use crate::trie::{hash_value, KeyPath, Node, ValueHash};
+use crate::trie::{hash_value, KeyPath, KeyWords, Node, ValueHash};
 use crate::Error;
 
 /// A finished session: its new root and witness, computed on its base, not yet
@@ -97,12 +97,27 @@ pub struct CommitOutput {
 pub struct Session {
     shared: Arc<Shared>,
     base: Base,
-    writes: Mutex<BTreeMap<KeyPath, Option<Vec<u8>>>>,
+    writes: Mutex<BTreeMap<KeyWords, Option<Vec<u8>>>>,
     /// Keys read and the hash of the value each had, if present.
     reads: Mutex<Vec<(KeyPath, Option<ValueHash>)>>,
-    /// Hints not yet sent to the fetcher: sent in batches, since waking its
-    /// thread per key costs more than a cached read.
-    hints: Mutex<Vec<Hint>>,
+    hints: Mutex<Hinting>,
+}
+
+/// A session's hints: each key's once, since the fetcher's cache checks for
+/// a key cost more than a cached read; those not yet sent go in batches,
+/// since waking its thread per key costs more still.
+#[derive(Default)]
+struct Hinting {
+    /// Not yet sent to the fetcher.
+    batch: Vec<Hint>,
+    /// What was hinted of each key.
+    hinted: HashMap<KeyPath, Hinted>,
+}
+
+#[derive(Default)]
+struct Hinted {
+    pages: bool,
+    bucket: bool,
 }
 
 /// Hints sent to the fetcher at once, unless one is urgent.
@@ -116,18 +131,29 @@ impl Session {
             base,
             writes: Mutex::new(BTreeMap::new()),
             reads: Mutex::new(Vec::new()),
-            hints: Mutex::new(Vec::new()),
+            hints: Mutex::new(Hinting::default()),
         }
     }
 
-    /// Queues loading `key`'s pages (and its bucket, with `bucket`); `urgent`
-    /// sends the queue to the fetcher now.
+    /// Queues loading `key`'s pages, and its bucket with `bucket`, unless
+    /// they were hinted before; `urgent` sends the queue to the fetcher now.
     fn hint(&self, key: &KeyPath, bucket: bool, urgent: bool) {
-        let mut hints = self.hints.lock();
-        hints.push(Hint { key: *key, bucket });
-        if urgent || hints.len() >= HINT_BATCH {
-            let batch = std::mem::take(&mut *hints);
-            drop(hints);
+        let mut guard = self.hints.lock();
+        let hints = &mut *guard;
+        let hinted = hints.hinted.entry(*key).or_insert(Hinted::default());
+        let hint = Hint {
+            key: *key,
+            pages: !hinted.pages,
+            bucket: bucket && !hinted.bucket,
+        };
+        hinted.pages = true;
+        hinted.bucket |= bucket;
+        if hint.pages || hint.bucket {
+            hints.batch.push(hint);
+        }
+        if !hints.batch.is_empty() && (urgent || hints.batch.len() >= HINT_BATCH) {
+            let batch = std::mem::take(&mut hints.batch);
+            drop(guard);
             self.shared.prefetch(batch);
         }
     }
@@ -149,7 +175,7 @@ impl Session {
     /// replaced more than the snapshot budget holds). The key's proof goes
     /// into the witness.
     pub fn read(&self, key: &KeyPath) -> Result<Option<Vec<u8>>, Error> {
-        if let Some(written) = self.writes.lock().get(key) {
+        if let Some(written) = self.writes.lock().get(&KeyWords::new(key)) {
             return Ok(written.clone());
         }
         // The pages, for the commit; the bucket is read right here.
@@ -167,7 +193,7 @@ impl Session {
     /// write to the same key replaces this one.
     pub fn write(&self, key: KeyPath, value: Option<Vec<u8>>) {
         self.hint(&key, true, false);
-        self.writes.lock().insert(key, value);
+        self.writes.lock().insert(KeyWords::new(&key), value);
     }
 
     /// Commits the session's writes atomically and durably, and proves every key
@@ -255,6 +281,7 @@ impl Session {
         seen.extend(reads.into_iter().filter_map(|(k, h)| Some((k, h?))));
         seen.sort_unstable_by_key(|e| e.0);
         seen.dedup_by(|a, b| a.0 == b.0);
-        (writes.into_iter().collect(), Reads { keys, seen })
+        let writes = writes.into_iter().map(|(k, v)| (k.key(), v)).collect();
+        (writes, Reads { keys, seen })
     }
 }

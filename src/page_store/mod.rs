@@ -122,7 +122,7 @@ impl PagePlan {
 /// What asking to prefetch a page did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Prefetch {
-    /// Nothing: it is in RAM.
+    /// Nothing: it is in RAM (or, on a resident level, not stored).
     Cached,
     /// Nothing: it is not stored.
     Absent,
@@ -291,7 +291,8 @@ impl PageStore {
         id: &PageId,
         fetches: &mut Fetches<W>,
     ) -> Prefetch {
-        if self.cache.contains(id) {
+        // The resident levels are read at open and kept: a stored one is cached.
+        if id.level() < cache::RESIDENT_LEVELS || self.cache.contains(id) {
             return Prefetch::Cached;
         }
         let (generation, candidates) = {

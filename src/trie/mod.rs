@@ -25,5 +25,5 @@ pub use node::{
 };
 #[cfg(feature = "std")]
 pub(crate) use node::{
-    bit_at, common_prefix_len, join_canonical, prefix, prefix_last, shares_prefix,
+    bit_at, common_prefix_len, join_canonical, prefix, prefix_last, shares_prefix, KeyWords,
 };

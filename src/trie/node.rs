@@ -121,6 +121,30 @@ pub(crate) fn word(bytes: &[u8]) -> [u8; 8] {
     w
 }
 
+/// A key path as four big-endian words: it orders as the bytes do, in word
+/// comparisons instead of a call to `memcmp`, for the maps searched on every
+/// read (the value store's directory, a session's writes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct KeyWords([u64; 4]);
+
+impl KeyWords {
+    pub(crate) fn new(key: &KeyPath) -> KeyWords {
+        let mut words = [0u64; 4];
+        for (w, bytes) in words.iter_mut().zip(key.chunks_exact(8)) {
+            *w = u64::from_be_bytes(word(bytes));
+        }
+        KeyWords(words)
+    }
+
+    pub(crate) fn key(&self) -> KeyPath {
+        let mut key = [0u8; 32];
+        for (bytes, w) in key.chunks_exact_mut(8).zip(self.0) {
+            bytes.copy_from_slice(&w.to_be_bytes());
+        }
+        key
+    }
+}
+
 /// Whether `a` and `b` agree on their first `depth` bits.
 pub fn shares_prefix(a: &KeyPath, b: &KeyPath, depth: usize) -> bool {
     common_prefix_len(a, b) >= depth.min(MAX_DEPTH)
@@ -163,6 +187,25 @@ mod tests {
         assert_eq!(prefix_last(&[0; 32], 2)[0], 0x3f);
         assert_eq!(prefix_last(&[0; 32], 0), [0xff; 32]);
         assert_eq!(prefix_last(&p, 256), p);
+    }
+
+    /// `KeyWords` must order keys as their bytes do, and give them back.
+    #[test]
+    fn key_words_order_as_bytes() {
+        let mut keys: Vec<KeyPath> = Vec::new();
+        for i in 0..32 {
+            for b in [0u8, 1, 0x7f, 0x80, 0xff] {
+                let mut k = [0x5a; 32];
+                k[i] = b;
+                keys.push(k);
+            }
+        }
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(KeyWords::new(a).cmp(&KeyWords::new(b)), a.cmp(b));
+            }
+            assert_eq!(KeyWords::new(a).key(), *a);
+        }
     }
 
     /// `shares_prefix` compares words; it must agree with masking both keys.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use crate::bytes::Cursor;
-use crate::trie::KeyPath;
+use crate::trie::{KeyPath, KeyWords};
 
 pub(super) struct BucketMeta {
     pub(super) slot: u32,
@@ -27,7 +27,7 @@ pub(super) struct Noted {
 
 /// Bytes read from the front of a note.
 pub(super) struct Directory {
-    map: BTreeMap<KeyPath, BucketMeta>,
+    map: BTreeMap<KeyWords, BucketMeta>,
     seed: u64,
     entries: usize,
 }
@@ -61,9 +61,14 @@ impl Directory {
     }
 
     /// The bucket `key` belongs to: its smallest key and summary.
-    pub(super) fn bucket_of(&self, key: &KeyPath) -> Option<(&KeyPath, &BucketMeta)> {
+    pub(super) fn bucket_of(&self, key: &KeyPath) -> Option<(KeyPath, &BucketMeta)> {
+        self.bucket_at(&KeyWords::new(key))
+            .map(|(min, meta)| (min.key(), meta))
+    }
+
+    fn bucket_at(&self, key: &KeyWords) -> Option<(&KeyWords, &BucketMeta)> {
         self.map
-            .range::<KeyPath, _>(..=key)
+            .range(..=key)
             .next_back()
             .or_else(|| self.map.iter().next())
     }
@@ -71,32 +76,32 @@ impl Directory {
     /// The bucket after the one whose smallest key is `min`: smallest key and slot.
     pub(super) fn successor(&self, min: &KeyPath) -> Option<(KeyPath, u32)> {
         self.map
-            .range::<KeyPath, _>((Bound::Excluded(min), Bound::Unbounded))
+            .range((Bound::Excluded(KeyWords::new(min)), Bound::Unbounded))
             .next()
-            .map(|(k, meta)| (*k, meta.slot))
+            .map(|(k, meta)| (k.key(), meta.slot))
     }
 
     /// Up to `count` buckets in key order from the one `key` belongs to: their
     /// slots, and the smallest key of the bucket after them (`None`: they
     /// reach the last bucket).
     pub(super) fn run_from(&self, key: &KeyPath, count: usize) -> (Vec<u32>, Option<KeyPath>) {
-        let Some((first, _)) = self.bucket_of(key) else {
+        let Some((first, _)) = self.bucket_at(&KeyWords::new(key)) else {
             return (Vec::new(), None);
         };
-        let mut run = self.map.range::<KeyPath, _>(first..);
+        let mut run = self.map.range(first..);
         let slots = run
             .by_ref()
             .take(count)
             .map(|(_, meta)| meta.slot)
             .collect();
-        (slots, run.next().map(|(min, _)| *min))
+        (slots, run.next().map(|(min, _)| min.key()))
     }
 
     /// Every bucket's smallest key, slot and entry count, in key order.
-    pub(super) fn sizes(&self) -> impl Iterator<Item = (&KeyPath, u32, usize)> {
+    pub(super) fn sizes(&self) -> impl Iterator<Item = (KeyPath, u32, usize)> + '_ {
         self.map
             .iter()
-            .map(|(min, meta)| (min, meta.slot, meta.fingerprints.len()))
+            .map(|(min, meta)| (min.key(), meta.slot, meta.fingerprints.len()))
     }
 
     /// Whether `meta`'s bucket may hold `key` (false: it certainly does not).
@@ -108,13 +113,14 @@ impl Directory {
     /// Buckets that may hold keys starting with the first `depth` bits of `prefix`
     /// (which has every later bit zero), in key order.
     pub(super) fn overlapping(&self, prefix: &KeyPath, depth: usize) -> Vec<u32> {
-        let first = self.bucket_of(prefix).map(|(min, meta)| (*min, meta.slot));
+        let at = KeyWords::new(prefix);
+        let first = self.bucket_at(&at).map(|(min, meta)| (*min, meta.slot));
         let later = self
             .map
-            .range::<KeyPath, _>((Bound::Excluded(prefix), Bound::Unbounded))
-            .take_while(|(min, _)| crate::trie::shares_prefix(min, prefix, depth))
+            .range((Bound::Excluded(at), Bound::Unbounded))
+            .take_while(|(min, _)| crate::trie::shares_prefix(&min.key(), prefix, depth))
             .map(|(min, meta)| (*min, meta.slot));
-        let mut slots: Vec<(KeyPath, u32)> = first.into_iter().chain(later).collect();
+        let mut slots: Vec<(KeyWords, u32)> = first.into_iter().chain(later).collect();
         slots.dedup();
         slots.into_iter().map(|(_, slot)| slot).collect()
     }
@@ -142,7 +148,7 @@ impl Directory {
     /// one with the same smallest key if there is one.
     pub(super) fn insert_summary(&mut self, min: KeyPath, meta: BucketMeta) {
         self.entries += meta.fingerprints.len();
-        if let Some(old) = self.map.insert(min, meta) {
+        if let Some(old) = self.map.insert(KeyWords::new(&min), meta) {
             self.entries -= old.fingerprints.len();
         }
     }
@@ -202,7 +208,7 @@ impl Directory {
 
     /// Drops the bucket whose smallest key is `min`.
     pub(super) fn remove(&mut self, min: &KeyPath) {
-        if let Some(meta) = self.map.remove(min) {
+        if let Some(meta) = self.map.remove(&KeyWords::new(min)) {
             self.entries -= meta.fingerprints.len();
         }
     }

@@ -416,7 +416,7 @@ impl ValueStore {
         let mut held = 0usize;
         for (min, _, count) in state.dir.sizes() {
             if held >= per_piece {
-                cuts.push(*min);
+                cuts.push(min);
                 held = 0;
             }
             held += count;

@@ -77,7 +77,7 @@ impl ValueStore {
         // Each change's bucket (smallest key and slot), looked up once.
         let homes: Vec<Option<(KeyPath, u32)>> = changes
             .iter()
-            .map(|(k, _)| state.dir.bucket_of(k).map(|(min, meta)| (*min, meta.slot)))
+            .map(|(k, _)| state.dir.bucket_of(k).map(|(min, meta)| (min, meta.slot)))
             .collect();
         // Every bucket with changes, read at once.
         let mut touched: Vec<u32> = homes.iter().flatten().map(|&(_, slot)| slot).collect();
