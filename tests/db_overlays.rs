@@ -172,6 +172,75 @@ fn sessions_on_an_overlay_see_its_state_while_its_ancestors_commit() {
     assert_eq!(db.root().unwrap(), root_of(&m3));
 }
 
+/// A pipeline: each block is finished on its parent's overlay while the
+/// parent commits on another thread, and ends at the root of the writes
+/// applied in order.
+#[test]
+fn each_block_finishes_while_its_parent_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mut model) = setup(&dir);
+    let (mut parent, m) = build(&db, None, &model, &[(7, Some(vec![7]))]).unwrap();
+    model = m;
+    for n in 0..24u64 {
+        let writes: Vec<_> = (0..40)
+            .map(|i| (n * 37 + i * 11 % 500, Some(vec![n as u8, i as u8])))
+            .chain([(n + 1, None)])
+            .collect();
+        let (child, m) = std::thread::scope(|s| {
+            let committing = s.spawn(|| parent.commit().unwrap());
+            let built = build(&db, Some(&parent), &model, &writes).unwrap();
+            assert_eq!(committing.join().unwrap(), parent.root());
+            built
+        });
+        assert_eq!(db.root().unwrap(), parent.root());
+        parent = child;
+        model = m;
+    }
+    parent.commit().unwrap();
+    assert_eq!(db.root().unwrap(), root_of(&model));
+    for k in 0..1400 {
+        assert_eq!(db.read(&key(k)).unwrap().as_ref(), model.get(&key(k)));
+    }
+}
+
+/// A block finished on an overlay while a competing fork commits: it is
+/// refused, before or at its commit, and never yields another state's root.
+#[test]
+fn a_fork_committed_while_a_block_finishes_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, base) = setup(&dir);
+    for n in 0..8u64 {
+        let (parent, p) = build(&db, None, &base, &[(n, Some(vec![1, n as u8]))]).unwrap();
+        let (fork, _) = build(&db, None, &base, &[(n, Some(vec![2, n as u8]))]).unwrap();
+        let session = db.begin_session_on(&parent);
+        let mut expected = p.clone();
+        for i in 0..200 {
+            session.write(key(i), Some(vec![3, n as u8]));
+            expected.insert(key(i), vec![3, n as u8]);
+        }
+        let finished = std::thread::scope(|s| {
+            s.spawn(|| fork.commit().unwrap());
+            session.finish()
+        });
+        match finished {
+            Ok(finished) => {
+                assert_eq!(finished.root(), root_of(&expected));
+                assert!(matches!(finished.commit(), Err(Error::StaleSession)));
+            }
+            Err(e) => assert!(matches!(e, Error::StaleSession), "{e:?}"),
+        }
+        assert_eq!(db.root().unwrap(), fork.root());
+        // The next round forks from the fork's state: put the base back.
+        let back = db.begin_session();
+        for (k, v) in &base {
+            if k == &key(n) {
+                back.write(*k, Some(v.clone()));
+            }
+        }
+        back.commit().unwrap();
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     /// A session on the database (`None`) or on a live overlay (by index,

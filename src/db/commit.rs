@@ -1,8 +1,9 @@
-//! The order of a commit, in two halves: `prepare` updates the trie on the
+//! The order of a commit, in two halves: `finish` updates the trie on the
 //! session's base and builds the witness, with nothing written; `apply` plans
-//! both stores, commits one batch and publishes. Each half runs under the
-//! writer lock and checks the session is still current; a commit that does
-//! both holds the lock across them.
+//! both stores, commits one batch and publishes. `apply` runs under the
+//! writer lock and checks the session is still current; `finish` checks it
+//! under the lock before and after, and runs beside commits of the chain of
+//! overlays it builds on. A commit that does both holds the lock across them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -156,9 +157,9 @@ impl Shared {
         Ok(prepared.into_output())
     }
 
-    /// [`Shared::prepare`] with the commit's batch: the values are planned on
-    /// another thread meanwhile, and both stores' blocks start to be written
-    /// as they are planned. The caller holds the writer lock.
+    /// [`Shared::finish`]'s update with the commit's batch: the values are
+    /// planned on another thread meanwhile, and both stores' blocks start to
+    /// be written as they are planned. The caller holds the writer lock.
     pub(super) fn prepare_and_plan(
         &self,
         head: Head,
@@ -190,7 +191,11 @@ impl Shared {
         Ok((prepared, building))
     }
 
-    /// [`Shared::prepare`] on `base` under the writer lock.
+    /// The trie update and witness of `writes` on `base`, beside commits: a commit of an overlay
+    /// on `base`'s chain changes nothing the update sees through `base`'s
+    /// view, so a pipeline's next block is finished while its parent
+    /// commits. If any other commit landed meanwhile, the update runs again
+    /// under the writer lock.
     pub(super) fn finish(
         &self,
         base: &Base,
@@ -198,16 +203,21 @@ impl Shared {
         reads: Reads,
         prove: bool,
     ) -> Result<Prepared, Error> {
-        let _writer = self.writer_seeing(base)?;
+        let start = {
+            let _writer = self.writer_seeing(base)?;
+            self.snapshots.head()
+        };
         let workers = self.options.commit_workers;
-        self.prepare(
-            base.head,
-            writes,
-            reads,
-            prove,
-            base.unwritten.as_ref(),
-            workers,
-        )
+        let unwritten = base.unwritten.as_ref();
+        let again = reads.clone();
+        let trie = self.update(base.head, &writes, reads, prove, unwritten, workers, None);
+        let _writer = self.writer_seeing(base)?;
+        let on_chain = |heads: Vec<Head>| heads.into_iter().all(|head| base.sees(head));
+        let trie = match trie {
+            Ok(trie) if self.snapshots.heads_after(start.seqno).is_some_and(on_chain) => trie,
+            _ => self.update(base.head, &writes, again, prove, unwritten, workers, None)?,
+        };
+        Ok(Prepared::new(base.head, writes, trie, prove))
     }
 
     /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
@@ -281,23 +291,8 @@ impl Shared {
 
     /// The trie update of `writes` on `head` (the stores' state under
     /// `unwritten`) on `workers` threads, with the witness of `reads` and the
-    /// written keys if `prove`. The caller holds the writer lock.
-    pub(super) fn prepare(
-        &self,
-        head: Head,
-        writes: KeyedValues,
-        reads: Reads,
-        prove: bool,
-        unwritten: Option<&Unwritten>,
-        workers: usize,
-    ) -> Result<Prepared, Error> {
-        let trie = self.update(head, &writes, reads, prove, unwritten, workers, None)?;
-        Ok(Prepared::new(head, writes, trie, prove))
-    }
-
-    /// [`Shared::prepare`]'s trie update and witness. With `staging`, the
-    /// page changes go to its batch, and to the disk, as the workers finish
-    /// them.
+    /// written keys if `prove`. With `staging`, the page changes go to its
+    /// batch, and to the disk, as the workers finish them.
     #[allow(clippy::too_many_arguments)]
     fn update(
         &self,

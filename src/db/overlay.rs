@@ -15,8 +15,11 @@
 //! Committing an overlay commits its uncommitted ancestors first, in order;
 //! each is refused with [`Error::StaleSession`] unless the committed root is
 //! its parent's. A trie update on an overlay reads the stores under the view,
-//! which is right as long as the committed state lies on the overlay's chain;
-//! that is checked under the writer lock before it runs.
+//! which is right as long as the committed state lies on the overlay's chain:
+//! checked under the writer lock before it runs, and after, for every commit
+//! that landed meanwhile (the update runs beside commits, so a pipeline
+//! finishes block n+1 while block n commits; if one left the chain, it runs
+//! again under the lock).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

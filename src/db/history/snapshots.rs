@@ -139,6 +139,27 @@ impl Snapshots {
         state.prune();
     }
 
+    /// The heads the commits after `seqno` made, oldest first; `None` if the
+    /// undo of one of them is gone (dropped for the budget, or no pin kept it).
+    pub(crate) fn heads_after(&self, seqno: u64) -> Option<Vec<Head>> {
+        let state = self.state.read();
+        let newer = state.undos.partition_point(|undo| undo.seqno <= seqno);
+        let heads: Vec<Head> = state
+            .undos
+            .range(newer..)
+            .map(|undo| Head {
+                seqno: undo.seqno,
+                root: undo.root_after,
+            })
+            .collect();
+        // One undo for each commit, each seqno once: a refused commit's undo
+        // (installed, never published) fails this too.
+        let complete = state.head.seqno.checked_sub(seqno) == Some(heads.len() as u64)
+            && heads.iter().zip(seqno + 1..).all(|(h, s)| h.seqno == s)
+            && heads.last().is_none_or(|h| *h == state.head);
+        complete.then_some(heads)
+    }
+
     /// The value of `key` at commit `base`, given `current`, its value read
     /// from the store just before (at `base` or any later commit).
     pub(crate) fn resolve(
@@ -330,6 +351,32 @@ mod tests {
         drop(pin);
         let r = v.retained();
         assert_eq!((r.sessions, r.undos, r.bytes), (0, 0, 0));
+    }
+
+    /// What a finish beside commits checks: every head since it began, or
+    /// none if one is not known.
+    #[test]
+    fn the_heads_since_a_commit_are_known_while_pinned() {
+        let v = Arc::new(Snapshots::new(head(0), Chain::default(), usize::MAX));
+        let (pin, _) = Pin::head(&v);
+        let commit = |seqno: u64, publish: bool| {
+            let root = head(seqno).root;
+            let u = Undo::new(seqno, [0; 32], root, &vec![(key(1), None)], Vec::new());
+            v.install(Arc::new(u.unwrap()));
+            if publish {
+                v.advance(head(seqno), Chain::default());
+            }
+        };
+        assert_eq!(v.heads_after(0), Some(vec![]));
+        commit(1, true);
+        commit(2, true);
+        assert_eq!(v.heads_after(0), Some(vec![head(1), head(2)]));
+        assert_eq!(v.heads_after(1), Some(vec![head(2)]));
+        assert_eq!(v.heads_after(2), Some(vec![]));
+        // A commit refused after its undo was installed: not known.
+        commit(3, false);
+        assert_eq!(v.heads_after(2), None);
+        drop(pin);
     }
 
     #[test]
