@@ -136,6 +136,11 @@ impl KeyWords {
         KeyWords(words)
     }
 
+    /// The key's first eight bytes, big-endian.
+    pub(crate) fn first_word(&self) -> u64 {
+        self.0[0]
+    }
+
     pub(crate) fn key(&self) -> KeyPath {
         let mut key = [0u8; 32];
         for (bytes, w) in key.chunks_exact_mut(8).zip(self.0) {

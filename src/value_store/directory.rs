@@ -5,9 +5,12 @@
 //! with the greatest smallest-key not above it (the first bucket for keys below
 //! all), so every key has exactly one bucket and a lookup costs no I/O; a key
 //! whose fingerprint the bucket lacks is absent without a read.
-
-use std::collections::BTreeMap;
-use std::ops::Bound;
+//!
+//! The smallest keys lie in one sorted array, with an index by their top bits
+//! that narrows a lookup to the few buckets sharing them: a read, a hint, the
+//! plan and the trie update each look keys up here, so a lookup must cost a
+//! handful of comparisons in memory that sits together, not a B-tree's walk.
+//! A commit changes the directory in one pass ([`Directory::apply`]).
 
 use crate::bytes::Cursor;
 use crate::trie::{KeyPath, KeyWords};
@@ -25,9 +28,18 @@ pub(super) struct Noted {
     pub(super) extents: Vec<(u64, u64)>,
 }
 
-/// Bytes read from the front of a note.
+/// The most top bits the index keys on: 2^20 entries of 4 bytes.
+const MAX_INDEX_BITS: u32 = 20;
+
 pub(super) struct Directory {
-    map: BTreeMap<KeyWords, BucketMeta>,
+    /// Each bucket's smallest key, ascending.
+    mins: Vec<KeyWords>,
+    /// The summary of the bucket at the same position in `mins`.
+    metas: Vec<BucketMeta>,
+    /// `starts[p]`: the position of the first bucket whose smallest key's
+    /// top `bits` bits are `p` or more; one more entry at the end.
+    starts: Vec<u32>,
+    bits: u32,
     seed: u64,
     entries: usize,
 }
@@ -35,7 +47,10 @@ pub(super) struct Directory {
 impl Directory {
     pub(super) fn new(seed: u64) -> Directory {
         Directory {
-            map: BTreeMap::new(),
+            mins: Vec::new(),
+            metas: Vec::new(),
+            starts: vec![0, 0],
+            bits: 0,
             seed,
             entries: 0,
         }
@@ -51,56 +66,68 @@ impl Directory {
     }
 
     pub(super) fn buckets(&self) -> usize {
-        self.map.len()
+        self.mins.len()
     }
 
-    /// Bytes of RAM the summary takes, counting B-tree overhead at 1.5x.
+    /// Bytes of RAM the summary takes.
     pub(super) fn ram_bytes(&self) -> usize {
-        let per_bucket = (32 + std::mem::size_of::<BucketMeta>()) * 3 / 2 + 16;
-        self.map.len() * per_bucket + self.entries * 2
+        self.mins.capacity() * std::mem::size_of::<KeyWords>()
+            + self.metas.capacity() * std::mem::size_of::<BucketMeta>()
+            + self.starts.capacity() * 4
+            + self.entries * 2
+    }
+
+    fn top_bits(&self, key: &KeyWords) -> usize {
+        match self.bits {
+            0 => 0,
+            bits => (key.first_word() >> (64 - bits)) as usize,
+        }
+    }
+
+    /// The position of the bucket `key` belongs to; `None` if there are none.
+    fn position(&self, key: &KeyWords) -> Option<usize> {
+        if self.mins.is_empty() {
+            return None;
+        }
+        let p = self.top_bits(key);
+        let (lo, hi) = (self.starts[p] as usize, self.starts[p + 1] as usize);
+        // Buckets before `lo` start below `key`'s top bits, those from `hi`
+        // above them.
+        let at_most = lo + self.mins[lo..hi].partition_point(|min| min <= key);
+        Some(at_most.saturating_sub(1))
     }
 
     /// The bucket `key` belongs to: its smallest key and summary.
     pub(super) fn bucket_of(&self, key: &KeyPath) -> Option<(KeyPath, &BucketMeta)> {
-        self.bucket_at(&KeyWords::new(key))
-            .map(|(min, meta)| (min.key(), meta))
-    }
-
-    fn bucket_at(&self, key: &KeyWords) -> Option<(&KeyWords, &BucketMeta)> {
-        self.map
-            .range(..=key)
-            .next_back()
-            .or_else(|| self.map.iter().next())
+        let i = self.position(&KeyWords::new(key))?;
+        Some((self.mins[i].key(), &self.metas[i]))
     }
 
     /// The bucket after the one whose smallest key is `min`: smallest key and slot.
     pub(super) fn successor(&self, min: &KeyPath) -> Option<(KeyPath, u32)> {
-        self.map
-            .range((Bound::Excluded(KeyWords::new(min)), Bound::Unbounded))
-            .next()
-            .map(|(k, meta)| (k.key(), meta.slot))
+        let min = KeyWords::new(min);
+        let i = self.position(&min)?;
+        let next = if self.mins[i] > min { i } else { i + 1 };
+        Some((self.mins.get(next)?.key(), self.metas[next].slot))
     }
 
     /// Up to `count` buckets in key order from the one `key` belongs to: their
     /// slots, and the smallest key of the bucket after them (`None`: they
     /// reach the last bucket).
     pub(super) fn run_from(&self, key: &KeyPath, count: usize) -> (Vec<u32>, Option<KeyPath>) {
-        let Some((first, _)) = self.bucket_at(&KeyWords::new(key)) else {
+        let Some(first) = self.position(&KeyWords::new(key)) else {
             return (Vec::new(), None);
         };
-        let mut run = self.map.range(first..);
-        let slots = run
-            .by_ref()
-            .take(count)
-            .map(|(_, meta)| meta.slot)
-            .collect();
-        (slots, run.next().map(|(min, _)| min.key()))
+        let end = first.saturating_add(count).min(self.mins.len());
+        let slots = self.metas[first..end].iter().map(|m| m.slot).collect();
+        (slots, self.mins.get(end).map(KeyWords::key))
     }
 
     /// Every bucket's smallest key, slot and entry count, in key order.
     pub(super) fn sizes(&self) -> impl Iterator<Item = (KeyPath, u32, usize)> + '_ {
-        self.map
+        self.mins
             .iter()
+            .zip(&self.metas)
             .map(|(min, meta)| (min.key(), meta.slot, meta.fingerprints.len()))
     }
 
@@ -113,20 +140,21 @@ impl Directory {
     /// Buckets that may hold keys starting with the first `depth` bits of `prefix`
     /// (which has every later bit zero), in key order.
     pub(super) fn overlapping(&self, prefix: &KeyPath, depth: usize) -> Vec<u32> {
-        let at = KeyWords::new(prefix);
-        let first = self.bucket_at(&at).map(|(min, meta)| (*min, meta.slot));
-        let later = self
-            .map
-            .range((Bound::Excluded(at), Bound::Unbounded))
-            .take_while(|(min, _)| crate::trie::shares_prefix(&min.key(), prefix, depth))
-            .map(|(min, meta)| (*min, meta.slot));
-        let mut slots: Vec<(KeyWords, u32)> = first.into_iter().chain(later).collect();
-        slots.dedup();
-        slots.into_iter().map(|(_, slot)| slot).collect()
+        let Some(first) = self.position(&KeyWords::new(prefix)) else {
+            return Vec::new();
+        };
+        let later = self.mins[first + 1..]
+            .iter()
+            .take_while(|min| crate::trie::shares_prefix(&min.key(), prefix, depth))
+            .count();
+        self.metas[first..first + 1 + later]
+            .iter()
+            .map(|meta| meta.slot)
+            .collect()
     }
 
     /// The summary of the bucket in `slot` holding `keys` (non-empty, sorted):
-    /// its smallest key and what [`Directory::insert_summary`] adds. Computed
+    /// its smallest key and what [`Directory::apply`] adds. Computed
     /// while a commit plans, so that publishing (which readers wait for) only
     /// installs it.
     pub(super) fn summarize<'k>(
@@ -144,13 +172,74 @@ impl Directory {
         (min.unwrap_or_default(), BucketMeta { slot, fingerprints })
     }
 
-    /// Adds a bucket summarized by [`Directory::summarize`], in place of the
-    /// one with the same smallest key if there is one.
-    pub(super) fn insert_summary(&mut self, min: KeyPath, meta: BucketMeta) {
-        self.entries += meta.fingerprints.len();
-        if let Some(old) = self.map.insert(KeyWords::new(&min), meta) {
-            self.entries -= old.fingerprints.len();
+    /// Drops the buckets whose smallest keys are `removed` and adds those
+    /// summarized by [`Directory::summarize`] in `added`, each in place of
+    /// the one with the same smallest key if there is one (the last of
+    /// several with the same key wins), in one pass over the directory.
+    pub(super) fn apply(&mut self, removed: &[KeyPath], added: Vec<(KeyPath, BucketMeta)>) {
+        let mut removed: Vec<KeyWords> = removed.iter().map(KeyWords::new).collect();
+        removed.sort_unstable();
+        let mut added: Vec<(KeyWords, BucketMeta)> = added
+            .into_iter()
+            .map(|(min, meta)| (KeyWords::new(&min), meta))
+            .collect();
+        // Stable: of equal keys, the last added stays last.
+        added.sort_by(|a, b| a.0.cmp(&b.0));
+        let room = self.mins.len() + added.len();
+        let (mut mins, mut metas) = (Vec::with_capacity(room), Vec::with_capacity(room));
+        let old_mins = std::mem::take(&mut self.mins);
+        let old_metas = std::mem::take(&mut self.metas);
+        let mut old = old_mins.into_iter().zip(old_metas).peekable();
+        let mut added = added.into_iter().peekable();
+        let mut gone = removed.into_iter().peekable();
+        loop {
+            let from_added = match (old.peek(), added.peek()) {
+                (_, Some(a)) => old.peek().is_none_or(|o| a.0 <= o.0),
+                (Some(_), None) => false,
+                (None, None) => break,
+            };
+            let next = if from_added { added.next() } else { old.next() };
+            let Some((min, meta)) = next else { break };
+            if from_added {
+                // It replaces an old bucket with its key; a later one with
+                // the same key replaces it.
+                old.next_if(|o| o.0 == min);
+                if added.peek().is_some_and(|a| a.0 == min) {
+                    continue;
+                }
+            } else {
+                while gone.next_if(|g| *g < min).is_some() {}
+                if gone.peek() == Some(&min) {
+                    continue;
+                }
+            }
+            mins.push(min);
+            metas.push(meta);
         }
+        self.entries = metas.iter().map(|m| m.fingerprints.len()).sum();
+        self.mins = mins;
+        self.metas = metas;
+        self.index();
+    }
+
+    /// Rebuilds `starts` for about two buckets per index entry.
+    fn index(&mut self) {
+        let len = self.mins.len();
+        self.bits = match len {
+            0..4 => 0,
+            _ => (len.ilog2() - 1).min(MAX_INDEX_BITS),
+        };
+        let prefixes = 1usize << self.bits;
+        let mut starts = Vec::with_capacity(prefixes + 1);
+        let mut i = 0;
+        for p in 0..prefixes {
+            while i < len && self.top_bits(&self.mins[i]) < p {
+                i += 1;
+            }
+            starts.push(i as u32);
+        }
+        starts.push(len as u32);
+        self.starts = starts;
     }
 
     /// Appends to `out` the catalog note of a bucket: its smallest key, its
@@ -205,11 +294,126 @@ impl Directory {
             extents,
         })
     }
+}
 
-    /// Drops the bucket whose smallest key is `min`.
-    pub(super) fn remove(&mut self, min: &KeyPath) {
-        if let Some(meta) = self.map.remove(&KeyWords::new(min)) {
-            self.entries -= meta.fingerprints.len();
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::test_support::Rng;
+
+    fn meta(slot: u32, entries: usize) -> BucketMeta {
+        BucketMeta {
+            slot,
+            fingerprints: vec![0; entries].into(),
         }
+    }
+
+    /// A random key; with `skewed`, all share their first six bytes, so the
+    /// index narrows nothing.
+    fn key(rng: &mut Rng, skewed: bool) -> KeyPath {
+        let mut k = [0u8; 32];
+        for chunk in k.chunks_mut(8) {
+            chunk.copy_from_slice(&rng.next().to_be_bytes());
+        }
+        if skewed {
+            k[..6].fill(0x42);
+        }
+        k
+    }
+
+    /// Every lookup agrees with a B-tree model through batches of removes,
+    /// replacements and additions, at sizes around the index's steps.
+    #[test]
+    fn lookups_agree_with_a_sorted_map_through_applies() {
+        for skewed in [false, true] {
+            let mut rng = Rng(if skewed { 11 } else { 5 });
+            let mut dir = Directory::new(7);
+            let mut model: BTreeMap<KeyPath, (u32, usize)> = BTreeMap::new();
+            let mut slot = 0u32;
+            for round in 0..40 {
+                let existing: Vec<KeyPath> = model.keys().copied().collect();
+                let mut removed = Vec::new();
+                let mut added = Vec::new();
+                for k in &existing {
+                    match rng.next() % 8 {
+                        0 => removed.push(*k),
+                        1 => {
+                            slot += 1;
+                            added.push((*k, meta(slot, 2)));
+                        }
+                        _ => {}
+                    }
+                }
+                for _ in 0..(rng.next() % (2 * round + 3)) {
+                    slot += 1;
+                    added.push((key(&mut rng, skewed), meta(slot, 3)));
+                }
+                for k in &removed {
+                    model.remove(k);
+                }
+                for (k, m) in &added {
+                    model.insert(*k, (m.slot, m.fingerprints.len()));
+                }
+                dir.apply(&removed, added);
+
+                let listed: Vec<(KeyPath, u32, usize)> = dir.sizes().collect();
+                let expected: Vec<(KeyPath, u32, usize)> =
+                    model.iter().map(|(k, &(s, n))| (*k, s, n)).collect();
+                assert_eq!(listed, expected, "round {round}");
+                assert_eq!(dir.entries(), model.values().map(|v| v.1).sum::<usize>());
+                let mut probes: Vec<KeyPath> = (0..50).map(|_| key(&mut rng, skewed)).collect();
+                probes.extend(model.keys().take(20).copied());
+                probes.extend([[0; 32], [0xff; 32]]);
+                for probe in probes {
+                    let want = model
+                        .range(..=probe)
+                        .next_back()
+                        .or_else(|| model.iter().next())
+                        .map(|(k, v)| (*k, v.0));
+                    let got = dir.bucket_of(&probe).map(|(k, m)| (k, m.slot));
+                    assert_eq!(got, want, "bucket of {probe:?}");
+                    let (run, next) = dir.run_from(&probe, 3);
+                    if let Some((first, _)) = want {
+                        let mut from = model.range(first..);
+                        let slots: Vec<u32> = from.by_ref().take(3).map(|(_, v)| v.0).collect();
+                        assert_eq!((run, next), (slots, from.next().map(|(k, _)| *k)));
+                        let succ = model
+                            .range((std::ops::Bound::Excluded(first), std::ops::Bound::Unbounded))
+                            .next()
+                            .map(|(k, v)| (*k, v.0));
+                        assert_eq!(dir.successor(&first), succ);
+                    }
+                    for depth in [0, 3, 8, 16, 40, 60] {
+                        let at = crate::trie::prefix(&probe, depth);
+                        let first = model.range(..=at).next_back().or_else(|| model.iter().next());
+                        let later = model
+                            .range((std::ops::Bound::Excluded(at), std::ops::Bound::Unbounded))
+                            .take_while(|(k, _)| crate::trie::shares_prefix(k, &at, depth));
+                        let want: Vec<u32> = first.into_iter().chain(later).map(|(_, v)| v.0).collect();
+                        let mut want = want;
+                        want.dedup();
+                        assert_eq!(dir.overlapping(&at, depth), want, "depth {depth}");
+                    }
+                }
+            }
+            assert!(dir.buckets() > 100, "{}", dir.buckets());
+        }
+    }
+
+    /// Of several buckets added with one smallest key, the last stays.
+    #[test]
+    fn the_last_of_equal_keys_wins() {
+        let mut dir = Directory::new(1);
+        dir.apply(&[], vec![([1; 32], meta(1, 1)), ([1; 32], meta(2, 4))]);
+        assert_eq!(dir.buckets(), 1);
+        assert_eq!(dir.entries(), 4);
+        assert_eq!(dir.bucket_of(&[0; 32]).map(|(_, m)| m.slot), Some(2));
+        // Removed and added at once: replaced.
+        dir.apply(&[[1; 32]], vec![([1; 32], meta(3, 2))]);
+        assert_eq!(dir.bucket_of(&[9; 32]).map(|(_, m)| m.slot), Some(3));
+        dir.apply(&[[1; 32]], Vec::new());
+        assert!(dir.bucket_of(&[9; 32]).is_none() && dir.buckets() == 0);
     }
 }

@@ -103,13 +103,15 @@ impl ValueStore {
         let mut used_extents = Vec::new();
         match store.catalog() {
             Some(catalog) => {
+                let mut buckets = Vec::new();
                 for (slot, note) in catalog.notes(Target::Buckets) {
                     let noted = Directory::from_note(slot, note).ok_or_else(|| {
                         Error::corrupt("catalog note of a bucket").at("catalog", slot as u64)
                     })?;
-                    state.dir.insert_summary(noted.min, noted.meta);
+                    buckets.push((noted.min, noted.meta));
                     used_extents.extend(noted.extents);
                 }
+                state.dir.apply(&[], buckets);
             }
             None => store.add_scanned(scan(store, &mut state.dir, &mut used_extents)?),
         }
@@ -436,6 +438,7 @@ fn scan(
     let mut ranges: Vec<(KeyPath, KeyPath)> = Vec::new();
     let mut keys = Vec::with_capacity(128);
     let mut extents = Vec::new();
+    let mut buckets = Vec::new();
     let used = store.used_slots(Target::Buckets);
     store.for_each_block(Target::Buckets, &used, |i, block| {
         let slot = used[i];
@@ -458,9 +461,10 @@ fn scan(
             Directory::note(&min, &meta, extents.iter().copied(), b)
         });
         used_extents.extend_from_slice(&extents);
-        dir.insert_summary(min, meta);
+        buckets.push((min, meta));
         Ok(())
     })?;
+    dir.apply(&[], buckets);
     ranges.sort_unstable();
     if ranges.windows(2).any(|w| w[0].1 >= w[1].0) || ranges.len() != dir.buckets() {
         return Err(Error::corrupt("buckets overlap"));

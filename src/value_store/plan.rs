@@ -153,16 +153,7 @@ impl ValueStore {
         for (slot, block) in written {
             self.cache.insert(slot, Arc::new(block));
         }
-        // A bucket rewritten over the same range keeps its smallest key and
-        // is replaced in place, which halves the directory's work here.
-        for min in &plan.removed {
-            if plan.added.binary_search_by(|(a, _)| a.cmp(min)).is_err() {
-                state.dir.remove(min);
-            }
-        }
-        for (min, meta) in plan.added {
-            state.dir.insert_summary(min, meta);
-        }
+        state.dir.apply(&plan.removed, plan.added);
         state.space = plan.space;
         state.space.release(plan.seqno, plan.freed_slots);
         state.extents = plan.extents;
