@@ -35,8 +35,8 @@ pub struct RunArgs {
     /// [default: a temporary directory, deleted at the end].
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Commit workers (NOMT: commit concurrency).
-    #[arg(long, default_value_t = cpus())]
+    /// Commit workers (NOMT: commit concurrency); pagetrie's default.
+    #[arg(long, default_value_t = pagetrie::Options::default_commit_workers())]
     pub workers: usize,
     /// Execution threads sharing one session.
     #[arg(long, default_value_t = 1)]
@@ -85,10 +85,6 @@ pub struct RunArgs {
     /// levels at open; otherwise a thread fills it beside the first workloads.
     #[arg(long)]
     pub warm_at_open: bool,
-}
-
-pub fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl RunArgs {

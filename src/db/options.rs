@@ -66,13 +66,13 @@ impl Options {
     }
 
     /// Options for the database in directory `path` (created if absent), with
-    /// one commit worker per CPU, the I/O engine chosen automatically, a 1 GiB
+    /// [`Options::default_commit_workers`], the I/O engine chosen automatically, a 1 GiB
     /// page cache, a 256 MiB value cache, 1 GiB for imports, metrics on and a
     /// history of 64 commits.
     pub fn new(path: impl AsRef<Path>) -> Options {
         Options {
             path: path.as_ref().to_path_buf(),
-            commit_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            commit_workers: Options::default_commit_workers(),
             import_memory_mib: 1024,
             io_backend: crate::store::default_backend(),
             page_cache_mib: 1024,
@@ -93,6 +93,15 @@ impl Options {
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Commit workers unless set: two per CPU. The value planner and the I/O
+    /// ring run beside them; with one worker per CPU the trie update, the
+    /// longer of the two halves of a commit, got half of two CPUs (measured
+    /// at 2^24 on two CPUs: the commit took 12% less with four workers than
+    /// with two).
+    pub fn default_commit_workers() -> usize {
+        2 * std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
     /// Threads that update the trie during a commit (at least 1).
