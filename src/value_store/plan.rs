@@ -145,13 +145,22 @@ impl ValueStore {
     pub(crate) fn publish(&self, plan: ValuePlan, written: Vec<(u32, BlockBuf)>) {
         self.last_plan
             .record(plan.added.len().max(plan.removed.len()));
+        // Trimmed before the lock readers wait on; one this plan encoded
+        // always walks.
+        let written: Vec<(u32, Arc<[u8]>)> = written
+            .into_iter()
+            .filter_map(|(slot, block)| {
+                let used = bucket::used_len(&block).ok()?;
+                Some((slot, bucket::trim(&block, used)))
+            })
+            .collect();
         let mut state = self.state.write();
         state.published.publish();
         for slot in &plan.freed_slots {
             self.cache.remove(slot);
         }
-        for (slot, block) in written {
-            self.cache.insert(slot, Arc::new(block));
+        for (slot, bucket) in written {
+            self.cache.insert(slot, bucket);
         }
         state.dir.apply(&plan.removed, plan.added);
         state.space = plan.space;
@@ -232,7 +241,7 @@ impl ValuePlan {
     fn flush(
         &mut self,
         run: &mut Run,
-        neighbour: &dyn Fn(u32) -> Result<Arc<BlockBuf>, Error>,
+        neighbour: &dyn Fn(u32) -> Result<Arc<[u8]>, Error>,
         dir: &Directory,
         next_changed: Option<KeyPath>,
     ) -> Result<(), Error> {
