@@ -36,34 +36,23 @@ impl CacheCounts {
     }
 }
 
-/// Entries up to a budget of their weights; thread-safe.
+/// Up to `capacity` entries; thread-safe.
 pub(crate) struct ClockCache<K, V> {
     inner: Mutex<Clock<K, V>>,
 }
 
 struct Clock<K, V> {
-    /// The most the entries' weights may add up to.
-    budget: usize,
-    used: usize,
-    weigh: fn(&V) -> usize,
+    capacity: usize,
     slots: Vec<(K, V, bool)>,
     where_is: HashMap<K, usize>,
     hand: usize,
 }
 
 impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
-    /// A cache of up to `capacity` entries, each of weight 1.
     pub(crate) fn new(capacity: usize) -> ClockCache<K, V> {
-        ClockCache::weighed(capacity, |_| 1)
-    }
-
-    /// A cache whose entries' weights (`weigh`) add up to at most `budget`.
-    pub(crate) fn weighed(budget: usize, weigh: fn(&V) -> usize) -> ClockCache<K, V> {
         ClockCache {
             inner: Mutex::new(Clock {
-                budget,
-                used: 0,
-                weigh,
+                capacity,
                 slots: Vec::new(),
                 where_is: HashMap::new(),
                 hand: 0,
@@ -85,37 +74,43 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
     /// Caches `value` as the current value of `key`.
     pub(crate) fn insert(&self, key: K, value: V) {
         let mut clock = self.inner.lock();
-        let weight = (clock.weigh)(&value);
-        // A new value for a cached key starts as read: the key is in use.
-        let replaced = match clock.where_is.get(&key) {
-            Some(&i) => {
-                clock.take(i);
-                true
-            }
-            None => false,
-        };
-        if weight > clock.budget {
+        if let Some(&i) = clock.where_is.get(&key) {
+            clock.slots[i] = (key, value, true);
             return;
         }
-        while clock.used + weight > clock.budget {
-            let victim = clock.advance();
-            clock.take(victim);
+        if clock.capacity == 0 {
+            return;
         }
-        clock.used += weight;
-        let i = clock.slots.len();
-        clock.slots.push((key, value, replaced));
-        clock.where_is.insert(key, i);
+        if clock.slots.len() < clock.capacity {
+            let i = clock.slots.len();
+            clock.slots.push((key, value, false));
+            clock.where_is.insert(key, i);
+            return;
+        }
+        let victim = clock.advance();
+        let old = std::mem::replace(&mut clock.slots[victim], (key, value, false)).0;
+        clock.where_is.remove(&old);
+        clock.where_is.insert(key, victim);
     }
 
     pub(crate) fn remove(&self, key: &K) {
         let mut clock = self.inner.lock();
-        if let Some(&i) = clock.where_is.get(key) {
-            clock.take(i);
+        if let Some(i) = clock.where_is.remove(key) {
+            let last = clock.slots.len() - 1;
+            clock.slots.swap(i, last);
+            clock.slots.pop();
+            if i < clock.slots.len() {
+                let moved = clock.slots[i].0;
+                clock.where_is.insert(moved, i);
+            }
+            if clock.hand >= clock.slots.len() {
+                clock.hand = 0;
+            }
         }
     }
 }
 
-impl<K: Hash + Eq + Copy, V> Clock<K, V> {
+impl<K, V> Clock<K, V> {
     /// The next slot not read since the hand last passed it.
     fn advance(&mut self) -> usize {
         loop {
@@ -126,20 +121,6 @@ impl<K: Hash + Eq + Copy, V> Clock<K, V> {
             }
         }
     }
-
-    /// Drops the entry in slot `i`; the last slot's entry moves there.
-    fn take(&mut self, i: usize) {
-        let (key, value, _) = self.slots.swap_remove(i);
-        self.where_is.remove(&key);
-        self.used -= (self.weigh)(&value);
-        if let Some(moved) = self.slots.get(i) {
-            self.where_is.insert(moved.0, i);
-        }
-        if self.hand >= self.slots.len() {
-            self.hand = 0;
-        }
-    }
-
 }
 
 #[cfg(test)]
@@ -189,37 +170,6 @@ mod tests {
             }
             let clock = cache.inner.lock();
             assert!(clock.slots.len() <= 70 && clock.where_is.len() == clock.slots.len());
-            assert_eq!(clock.used, clock.slots.len());
         }
-    }
-
-    /// Weighed: the weights of what it holds never pass the budget, an
-    /// entry heavier than the budget is not kept, and a heavier value for a
-    /// key evicts others.
-    #[test]
-    fn weighed_entries_stay_within_the_budget() {
-        let cache: ClockCache<u32, Vec<u8>> = ClockCache::weighed(100, Vec::len);
-        let mut rng = crate::test_support::Rng(3);
-        for step in 0..20_000u32 {
-            let x = rng.next();
-            let key = (x % 40) as u32;
-            match x >> 62 {
-                0 => cache.remove(&key),
-                1 => {
-                    let _ = cache.get(&key);
-                }
-                _ => {
-                    let len = (x >> 8) as usize % 60;
-                    cache.insert(key, vec![step as u8; len]);
-                    assert_eq!(cache.get(&key).map(|v| v.len()), Some(len));
-                }
-            }
-            let clock = cache.inner.lock();
-            let held: usize = clock.slots.iter().map(|s| s.1.len()).sum();
-            assert!(held == clock.used && held <= 100, "step {step}");
-            assert_eq!(clock.where_is.len(), clock.slots.len());
-        }
-        cache.insert(1, vec![0; 101]);
-        assert!(cache.get(&1).is_none_or(|v| v.len() != 101));
     }
 }

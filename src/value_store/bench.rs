@@ -139,7 +139,7 @@ fn random_reads() {
     while started.elapsed() < Duration::from_secs(10) {
         let d = rx.recv().unwrap();
         d.result.unwrap();
-        assert!(bucket::find(bucket::bytes(&d.block), &key(d.tag)).unwrap().is_some());
+        assert!(bucket::find(&d.block, &key(d.tag)).unwrap().is_some());
         drop(d.block);
         done += 1;
         submit(next_key());

@@ -1,7 +1,5 @@
 //! A bucket: one 4 KiB block of entries sorted by key (layout in docs/format.md).
 
-use std::sync::Arc;
-
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::trie::{hash_value, KeyPath, ValueHash};
 use crate::Error;
@@ -199,130 +197,75 @@ impl<'a> EntryRef<'a> {
 /// in bounds and the keys strictly ascending. A block is verified once, where
 /// it enters RAM; [`entries`] then reads it (or one [`encode`] made) without
 /// checking again, since every bucket access of a commit goes through it.
-/// Returns the bytes its header and entries take: what [`trim`] keeps.
-pub(super) fn verify(b: &Block) -> Result<usize, Error> {
+pub(super) fn verify(b: &Block) -> Result<(), Error> {
     if !is_bucket(b) {
         return Err(Error::corrupt("bucket checksum or magic"));
     }
     let mut prev: Option<KeyPath> = None;
-    let mut walk = entries(bytes(b))?;
-    for e in walk.by_ref() {
+    for e in entries(b)? {
         let key = e?.key;
         if prev.is_some_and(|p| p >= key) {
             return Err(Error::corrupt("bucket entries out of order"));
         }
         prev = Some(key);
     }
-    Ok(walk.end())
+    Ok(())
 }
 
-/// A block's bucket bytes: all but the checksum.
-pub(super) fn bytes(b: &Block) -> &[u8] {
-    &b.0[..CHECKSUM]
-}
-
-/// A verified bucket (`used` bytes, from [`verify`]) or one [`encode`] made
-/// (`used` from [`used_len`]) without the block's unused tail: how the bucket
-/// cache holds it, about two thirds of a block for a full bucket.
-pub(super) fn trim(b: &Block, used: usize) -> Arc<[u8]> {
-    Arc::from(&b.0[..used.min(CHECKSUM)])
-}
-
-/// The bytes the header and entries of a bucket [`encode`] made take.
-pub(super) fn used_len(b: &Block) -> Result<usize, Error> {
-    let mut walk = entries(bytes(b))?;
-    for e in walk.by_ref() {
-        e?;
+/// The entries of a bucket, in key order, borrowed from its block without
+/// copying. The block must have passed [`verify`] or come from [`encode`];
+/// anything out of bounds is still [`Error::Corrupt`], never a panic.
+pub(super) fn entries(
+    b: &Block,
+) -> Result<impl Iterator<Item = Result<EntryRef<'_>, Error>>, Error> {
+    if &b.0[0..4] != MAGIC {
+        return Err(Error::corrupt("bucket checksum or magic"));
     }
-    Ok(walk.end())
-}
-
-/// A walk over a bucket's entries: [`entries`].
-pub(super) struct Entries<'a> {
-    b: &'a [u8],
-    left: usize,
-    at: usize,
-}
-
-impl Entries<'_> {
-    /// Where the entries walked so far end.
-    fn end(&self) -> usize {
-        self.at
+    if b.0[4..6] != VERSION.to_le_bytes() {
+        return Err(Error::corrupt("unknown bucket format version"));
     }
-
-    fn array<const N: usize>(&self, at: usize) -> [u8; N] {
-        let mut out = [0u8; N];
-        out.copy_from_slice(&self.b[at..at + N]);
-        out
-    }
-}
-
-impl<'a> Iterator for Entries<'a> {
-    type Item = Result<EntryRef<'a>, Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
+    let count = u16::from_le_bytes(b.array(6)) as usize;
+    let mut at = HEADER;
+    Ok((0..count).map(move |_| {
+        let bad = || Error::corrupt("bucket entry out of bounds");
+        if at + 33 > CHECKSUM {
+            return Err(bad());
         }
-        self.left -= 1;
-        let bad = || Some(Err(Error::corrupt("bucket entry out of bounds")));
-        let (b, at) = (self.b, self.at);
-        if at + 33 > b.len() {
-            self.left = 0;
-            return bad();
-        }
-        let key: KeyPath = self.array(at);
-        let tag = b[at + 32];
-        let at = at + 33;
+        let key: KeyPath = b.array(at);
+        let tag = b.0[at + 32];
+        at += 33;
         if tag == OVERFLOW_TAG {
-            if at + 44 > b.len() {
-                self.left = 0;
-                return bad();
+            if at + 44 > CHECKSUM {
+                return Err(bad());
             }
             let overflow = (
-                u32::from_le_bytes(self.array(at)),
-                self.array(at + 4),
-                u64::from_le_bytes(self.array(at + 36)),
+                u32::from_le_bytes(b.array(at)),
+                b.array(at + 4),
+                b.u64_at(at + 36),
             );
-            self.at = at + 44;
-            Some(Ok(EntryRef {
+            at += 44;
+            Ok(EntryRef {
                 key,
                 inline: None,
                 overflow,
-            }))
+            })
         } else {
             let len = tag as usize;
-            if at + len > b.len() {
-                self.left = 0;
-                return bad();
+            if at + len > CHECKSUM {
+                return Err(bad());
             }
-            self.at = at + len;
-            Some(Ok(EntryRef {
+            at += len;
+            Ok(EntryRef {
                 key,
-                inline: Some(&b[at..at + len]),
+                inline: Some(&b.0[at - len..at]),
                 overflow: (0, [0; 32], 0),
-            }))
+            })
         }
-    }
-}
-
-/// The entries of a bucket, in key order, borrowed from its bytes (a block's
-/// [`bytes`], or a [`trim`]med bucket) without copying. The bucket must have
-/// passed [`verify`] or come from [`encode`]; anything out of bounds is still
-/// [`Error::Corrupt`], never a panic.
-pub(super) fn entries(b: &[u8]) -> Result<Entries<'_>, Error> {
-    if b.len() < HEADER || &b[0..4] != MAGIC {
-        return Err(Error::corrupt("bucket checksum or magic"));
-    }
-    if b[4..6] != VERSION.to_le_bytes() {
-        return Err(Error::corrupt("unknown bucket format version"));
-    }
-    let left = u16::from_le_bytes([b[6], b[7]]) as usize;
-    Ok(Entries { b, left, at: HEADER })
+    }))
 }
 
 /// Decodes a whole bucket into owned entries.
-pub(super) fn decode(b: &[u8]) -> Result<Vec<BucketEntry>, Error> {
+pub(super) fn decode(b: &Block) -> Result<Vec<BucketEntry>, Error> {
     let mut out = Vec::new();
     decode_into(b, &mut out)?;
     Ok(out)
@@ -330,7 +273,7 @@ pub(super) fn decode(b: &[u8]) -> Result<Vec<BucketEntry>, Error> {
 
 /// Appends a whole bucket's entries to `out`, whose allocation a caller
 /// decoding many buckets reuses.
-pub(super) fn decode_into(b: &[u8], out: &mut Vec<BucketEntry>) -> Result<(), Error> {
+pub(super) fn decode_into(b: &Block, out: &mut Vec<BucketEntry>) -> Result<(), Error> {
     for e in entries(b)? {
         out.push(e?.to_owned());
     }
@@ -338,7 +281,7 @@ pub(super) fn decode_into(b: &[u8], out: &mut Vec<BucketEntry>) -> Result<(), Er
 }
 
 /// The entry for `key`, copying only that one.
-pub(super) fn find(b: &[u8], key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
+pub(super) fn find(b: &Block, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
     for e in entries(b)? {
         let e = e?;
         if e.key == *key {
@@ -380,19 +323,14 @@ mod tests {
             },
         ];
         let b = encode(&entries, 5);
-        let used = verify(&b).unwrap();
-        assert_eq!(used, HEADER + payload_len(&entries));
-        assert_eq!(used_len(&b).unwrap(), used);
-        assert_eq!(decode(bytes(&b)).unwrap(), entries);
-        // Trimmed, as the cache holds it: the same entries.
-        assert_eq!(decode(&trim(&b, used)).unwrap(), entries);
-        assert!(decode(&trim(&b, used - 1)).is_err());
+        verify(&b).unwrap();
+        assert_eq!(decode(&b).unwrap(), entries);
         for at in [0, 6, 20, 60, 400, 4090] {
             let mut bad = b.clone();
             bad.0[at] ^= 1;
             assert!(verify(&bad).is_err(), "byte {at}");
             // Unverified damage reads as an error or as other entries, never a panic.
-            let _ = decode(bytes(&bad));
+            let _ = decode(&bad);
         }
     }
 
@@ -416,6 +354,6 @@ mod tests {
         too_many.0[6..8].copy_from_slice(&u16::MAX.to_le_bytes());
         resum(&mut too_many);
         assert!(verify(&too_many).is_err());
-        assert!(decode(bytes(&too_many)).is_err());
+        assert!(decode(&too_many).is_err());
     }
 }

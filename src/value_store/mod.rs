@@ -44,7 +44,7 @@ use directory::Directory;
 use overflow::Extents;
 pub(crate) use plan::ValuePlan;
 
-use crate::block::BlockBuf;
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::clock::{CacheCounts, ClockCache};
 use crate::store::{stored_slot, Fetches, LastSize, Notes, Published, SlotSpace, Store, Target};
 use crate::trie::{prefix, shares_prefix, KeyPath, ValueHash};
@@ -62,18 +62,8 @@ struct ValueIndex {
 /// smallest key of the bucket after them (`None`: they were the last).
 pub(crate) type BucketRun = (Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>);
 
-/// A bucket's bytes as the cache holds them ([`bucket::trim`]), or why the
-/// block read from the disk is not a bucket.
-type Checked = Result<Arc<[u8]>, Error>;
-
-/// What a cached bucket costs beside its bytes: the allocation's header and
-/// the cache's slot and map entry.
-const CACHED_OVERHEAD: usize = 96;
-
-/// A cached bucket's weight against the cache's bytes.
-fn cached_bytes(bucket: &Arc<[u8]>) -> usize {
-    bucket.len() + CACHED_OVERHEAD
-}
+/// A bucket block, or why the one read from the disk is not a bucket.
+type Checked = Result<Arc<BlockBuf>, Error>;
 
 /// A prefetch read of a bucket in flight: from which slot, as of which
 /// generation; handed back to [`ValueStore::offer`] with the block.
@@ -90,9 +80,8 @@ pub(crate) struct ValueStore {
     /// The engine its buckets live in.
     store: Arc<Store>,
     state: RwLock<ValueIndex>,
-    /// Committed buckets by slot, each without its block's unused tail, so
-    /// that the cache's bytes hold half as many buckets again.
-    cache: ClockCache<u32, Arc<[u8]>>,
+    /// Committed bucket blocks by slot.
+    cache: ClockCache<u32, Arc<BlockBuf>>,
     counts: CacheCounts,
     /// Buckets the last published plan rewrote: the next plan's room.
     last_plan: LastSize,
@@ -130,7 +119,7 @@ impl ValueStore {
         Ok(ValueStore {
             store: store.clone(),
             state: RwLock::new(state),
-            cache: ClockCache::weighed(cache_bytes, cached_bytes),
+            cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
             counts: CacheCounts::default(),
             last_plan: LastSize::default(),
         })
@@ -167,15 +156,13 @@ impl ValueStore {
     pub(crate) fn offer(&self, read: BucketRead, block: BlockBuf) {
         // A bad block is left for the read that needs it to report. Checked
         // before the lock, which a publish waits on.
-        let Ok(used) = bucket::verify(&block) else {
+        if bucket::verify(&block).is_err() {
             return;
-        };
-        let bucket = bucket::trim(&block, used);
-        drop(block);
+        }
         // Held while caching, so no publish frees the slot in between.
         let state = self.state.read();
         if state.published.is_current(read.generation) {
-            self.cache.insert(read.slot, bucket);
+            self.cache.insert(read.slot, Arc::new(block));
         }
     }
 
@@ -201,7 +188,7 @@ impl ValueStore {
         };
         for (i, block) in missing.into_iter().zip(blocks) {
             let checked = bucket::verify(&block)
-                .map(|used| bucket::trim(&block, used))
+                .map(|()| Arc::new(block))
                 .map_err(|e| e.at("buckets", slots[i] as u64));
             found[i] = Some((checked, true));
         }
@@ -210,7 +197,7 @@ impl ValueStore {
 
     /// The committed bucket at `slot`, from the cache or verified from the
     /// disk, not cached: for a plan, under the state's read lock.
-    fn read_one(&self, slot: u32) -> Result<Arc<[u8]>, Error> {
+    fn read_one(&self, slot: u32) -> Result<Arc<BlockBuf>, Error> {
         let mut read = self.read_buckets(&[slot])?;
         read.pop()
             .ok_or(Error::Internal("a bucket read answered nothing"))?
@@ -250,7 +237,7 @@ impl ValueStore {
         &self,
         keep: bool,
         slots_of: impl Fn(&Directory) -> Vec<u32>,
-        mut f: impl FnMut(&[u8]) -> Result<(), Error>,
+        mut f: impl FnMut(&Block) -> Result<(), Error>,
     ) -> Result<(), Error> {
         // Even answers from RAM alone: a poisoned store answers nothing.
         self.store.check_usable()?;
@@ -459,7 +446,7 @@ fn scan(
         keys.clear();
         extents.clear();
         bucket::verify(&block).map_err(at)?;
-        for e in bucket::entries(bucket::bytes(&block)).map_err(at)? {
+        for e in bucket::entries(&block).map_err(at)? {
             let e = e.map_err(at)?;
             keys.push(e.key);
             extents.extend(e.extent());

@@ -145,22 +145,13 @@ impl ValueStore {
     pub(crate) fn publish(&self, plan: ValuePlan, written: Vec<(u32, BlockBuf)>) {
         self.last_plan
             .record(plan.added.len().max(plan.removed.len()));
-        // Trimmed before the lock readers wait on; one this plan encoded
-        // always walks.
-        let written: Vec<(u32, Arc<[u8]>)> = written
-            .into_iter()
-            .filter_map(|(slot, block)| {
-                let used = bucket::used_len(&block).ok()?;
-                Some((slot, bucket::trim(&block, used)))
-            })
-            .collect();
         let mut state = self.state.write();
         state.published.publish();
         for slot in &plan.freed_slots {
             self.cache.remove(slot);
         }
-        for (slot, bucket) in written {
-            self.cache.insert(slot, bucket);
+        for (slot, block) in written {
+            self.cache.insert(slot, Arc::new(block));
         }
         state.dir.apply(&plan.removed, plan.added);
         state.space = plan.space;
@@ -241,7 +232,7 @@ impl ValuePlan {
     fn flush(
         &mut self,
         run: &mut Run,
-        neighbour: &dyn Fn(u32) -> Result<Arc<[u8]>, Error>,
+        neighbour: &dyn Fn(u32) -> Result<Arc<BlockBuf>, Error>,
         dir: &Directory,
         next_changed: Option<KeyPath>,
     ) -> Result<(), Error> {
