@@ -215,7 +215,13 @@ impl Shared {
         let on_chain = |heads: Vec<Head>| heads.into_iter().all(|head| base.sees(head));
         let trie = match trie {
             Ok(trie) if self.snapshots.heads_after(start.seqno).is_some_and(on_chain) => trie,
-            _ => self.update(base.head, &writes, again, prove, unwritten, workers, None)?,
+            // Dropped first: its page changes are a commit's worth of RAM.
+            // A deeper chain whose ancestors committed meanwhile lands here
+            // too, since a committed overlay lets go of its parent.
+            first => {
+                drop(first);
+                self.update(base.head, &writes, again, prove, unwritten, workers, None)?
+            }
         };
         Ok(Prepared::new(base.head, writes, trie, prove))
     }
