@@ -214,7 +214,14 @@ impl Shared {
         let _writer = self.writer_seeing(base)?;
         let on_chain = |heads: Vec<Head>| heads.into_iter().all(|head| base.sees(head));
         let trie = match trie {
-            Ok(trie) if self.snapshots.heads_after(start.seqno).is_some_and(on_chain) => trie,
+            Ok(trie)
+                if self
+                    .snapshots
+                    .heads_after(start.seqno)
+                    .is_some_and(on_chain) =>
+            {
+                trie
+            }
             // Dropped first: its page changes are a commit's worth of RAM.
             // A deeper chain whose ancestors committed meanwhile lands here
             // too, since a committed overlay lets go of its parent.
@@ -252,11 +259,15 @@ impl Shared {
     /// taken now and thrown away waits for the rest (a commit landing
     /// meanwhile may make it fail; the caches keep only committed blocks).
     pub(super) fn load_paths(&self, keys: &[KeyPath]) {
-        self.prefetch(keys.iter().map(|&key| Hint {
+        self.prefetch(
+            keys.iter()
+                .map(|&key| Hint {
                     key,
                     pages: true,
                     bucket: true,
-                }).collect());
+                })
+                .collect(),
+        );
         let _ = self.prove_locked(self.snapshots.head(), keys, None);
     }
 

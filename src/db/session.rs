@@ -140,7 +140,7 @@ impl Session {
     fn hint(&self, key: &KeyPath, bucket: bool, urgent: bool) {
         let mut guard = self.hints.lock();
         let hints = &mut *guard;
-        let hinted = hints.hinted.entry(*key).or_insert(Hinted::default());
+        let hinted = hints.hinted.entry(*key).or_default();
         let hint = Hint {
             key: *key,
             pages: !hinted.pages,

@@ -184,7 +184,7 @@ impl Directory {
             .map(|(min, meta)| (KeyWords::new(&min), meta))
             .collect();
         // Stable: of equal keys, the last added stays last.
-        added.sort_by(|a, b| a.0.cmp(&b.0));
+        added.sort_by_key(|a| a.0);
         let room = self.mins.len() + added.len();
         let (mut mins, mut metas) = (Vec::with_capacity(room), Vec::with_capacity(room));
         let old_mins = std::mem::take(&mut self.mins);
@@ -387,11 +387,15 @@ mod tests {
                     }
                     for depth in [0, 3, 8, 16, 40, 60] {
                         let at = crate::trie::prefix(&probe, depth);
-                        let first = model.range(..=at).next_back().or_else(|| model.iter().next());
+                        let first = model
+                            .range(..=at)
+                            .next_back()
+                            .or_else(|| model.iter().next());
                         let later = model
                             .range((std::ops::Bound::Excluded(at), std::ops::Bound::Unbounded))
                             .take_while(|(k, _)| crate::trie::shares_prefix(k, &at, depth));
-                        let want: Vec<u32> = first.into_iter().chain(later).map(|(_, v)| v.0).collect();
+                        let want: Vec<u32> =
+                            first.into_iter().chain(later).map(|(_, v)| v.0).collect();
                         let mut want = want;
                         want.dedup();
                         assert_eq!(dir.overlapping(&at, depth), want, "depth {depth}");
