@@ -124,9 +124,11 @@ pub(crate) fn word(bytes: &[u8]) -> [u8; 8] {
 /// A key path as four big-endian words: it orders as the bytes do, in word
 /// comparisons instead of a call to `memcmp`, for the maps searched on every
 /// read (the value store's directory, a session's writes).
+#[cfg(feature = "std")]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct KeyWords([u64; 4]);
 
+#[cfg(feature = "std")]
 impl KeyWords {
     pub(crate) fn new(key: &KeyPath) -> KeyWords {
         let mut words = [0u64; 4];

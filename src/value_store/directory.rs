@@ -10,7 +10,9 @@
 //! that narrows a lookup to the few buckets sharing them: a read, a hint, the
 //! plan and the trie update each look keys up here, so a lookup must cost a
 //! handful of comparisons in memory that sits together, not a B-tree's walk.
-//! A commit changes the directory in one pass ([`Directory::apply`]).
+//! A commit replaces the buckets it rewrote over the same range where they
+//! lie, and moves the array once for its splits and merges
+//! ([`Directory::apply`]).
 
 use crate::bytes::Cursor;
 use crate::trie::{KeyPath, KeyWords};
@@ -97,6 +99,12 @@ impl Directory {
         Some(at_most.saturating_sub(1))
     }
 
+    /// The position of the bucket whose smallest key is `min`, if any.
+    fn find(&self, min: &KeyWords) -> Option<usize> {
+        let i = self.position(min)?;
+        (self.mins[i] == *min).then_some(i)
+    }
+
     /// The bucket `key` belongs to: its smallest key and summary.
     pub(super) fn bucket_of(&self, key: &KeyPath) -> Option<(KeyPath, &BucketMeta)> {
         let i = self.position(&KeyWords::new(key))?;
@@ -175,48 +183,85 @@ impl Directory {
     /// Drops the buckets whose smallest keys are `removed` and adds those
     /// summarized by [`Directory::summarize`] in `added`, each in place of
     /// the one with the same smallest key if there is one (the last of
-    /// several with the same key wins), in one pass over the directory.
+    /// several with the same key wins). A bucket rewritten over the same
+    /// range keeps its smallest key and is replaced where it lies; the rest
+    /// (splits, merges) take one pass that moves the runs between them whole.
     pub(super) fn apply(&mut self, removed: &[KeyPath], added: Vec<(KeyPath, BucketMeta)>) {
-        let mut removed: Vec<KeyWords> = removed.iter().map(KeyWords::new).collect();
-        removed.sort_unstable();
         let mut added: Vec<(KeyWords, BucketMeta)> = added
             .into_iter()
             .map(|(min, meta)| (KeyWords::new(&min), meta))
             .collect();
-        // Stable: of equal keys, the last added stays last.
+        // Stable: of equal keys, the last added stays last, and stays.
         added.sort_by_key(|a| a.0);
-        let room = self.mins.len() + added.len();
-        let (mut mins, mut metas) = (Vec::with_capacity(room), Vec::with_capacity(room));
-        let old_mins = std::mem::take(&mut self.mins);
-        let old_metas = std::mem::take(&mut self.metas);
-        let mut old = old_mins.into_iter().zip(old_metas).peekable();
-        let mut added = added.into_iter().peekable();
-        let mut gone = removed.into_iter().peekable();
-        loop {
-            let from_added = match (old.peek(), added.peek()) {
-                (_, Some(a)) => old.peek().is_none_or(|o| a.0 <= o.0),
-                (Some(_), None) => false,
-                (None, None) => break,
-            };
-            let next = if from_added { added.next() } else { old.next() };
-            let Some((min, meta)) = next else { break };
-            if from_added {
-                // It replaces an old bucket with its key; a later one with
-                // the same key replaces it.
-                old.next_if(|o| o.0 == min);
-                if added.peek().is_some_and(|a| a.0 == min) {
-                    continue;
-                }
-            } else {
-                while gone.next_if(|g| *g < min).is_some() {}
-                if gone.peek() == Some(&min) {
-                    continue;
-                }
+        let mut kept: Vec<(KeyWords, BucketMeta)> = Vec::with_capacity(added.len());
+        for (min, meta) in added {
+            if kept.last().is_some_and(|k| k.0 == min) {
+                kept.pop();
             }
-            mins.push(min);
-            metas.push(meta);
+            kept.push((min, meta));
         }
-        self.entries = metas.iter().map(|m| m.fingerprints.len()).sum();
+        let added_keys: Vec<KeyWords> = kept.iter().map(|(min, _)| *min).collect();
+        let mut inserts = Vec::new();
+        for (min, meta) in kept {
+            match self.find(&min) {
+                Some(i) => {
+                    self.entries -= self.metas[i].fingerprints.len();
+                    self.entries += meta.fingerprints.len();
+                    self.metas[i] = meta;
+                }
+                None => inserts.push((min, meta)),
+            }
+        }
+        // Removed and added again: replaced above, not removed.
+        let mut deletes: Vec<usize> = removed
+            .iter()
+            .map(KeyWords::new)
+            .filter(|min| added_keys.binary_search(min).is_err())
+            .filter_map(|min| self.find(&min))
+            .collect();
+        deletes.sort_unstable();
+        deletes.dedup();
+        if inserts.is_empty() && deletes.is_empty() {
+            return;
+        }
+        let old_mins = std::mem::take(&mut self.mins);
+        let mut old_metas = std::mem::take(&mut self.metas).into_iter();
+        let room = old_mins.len() + inserts.len() - deletes.len();
+        let (mut mins, mut metas) = (Vec::with_capacity(room), Vec::with_capacity(room));
+        let mut at = 0;
+        let mut inserts = inserts.into_iter().peekable();
+        let mut deletes = deletes.into_iter().peekable();
+        loop {
+            let insert_at = inserts
+                .peek()
+                .map(|(min, _)| old_mins.partition_point(|m| m < min));
+            let delete_at = deletes.peek().copied();
+            let next = match (insert_at, delete_at) {
+                (None, None) => old_mins.len(),
+                (Some(i), None) | (None, Some(i)) => i,
+                (Some(i), Some(d)) => i.min(d),
+            };
+            mins.extend_from_slice(&old_mins[at..next]);
+            metas.extend(old_metas.by_ref().take(next - at));
+            at = next;
+            // An insert at `next` lies below the old bucket there, so it
+            // goes first.
+            if insert_at == Some(next) {
+                if let Some((min, meta)) = inserts.next() {
+                    self.entries += meta.fingerprints.len();
+                    mins.push(min);
+                    metas.push(meta);
+                }
+            } else if delete_at == Some(next) {
+                deletes.next();
+                if let Some(meta) = old_metas.next() {
+                    self.entries -= meta.fingerprints.len();
+                }
+                at += 1;
+            } else {
+                break;
+            }
+        }
         self.mins = mins;
         self.metas = metas;
         self.index();
