@@ -20,7 +20,7 @@ use crate::page_store::PagePlan;
 use crate::store::{Batch, Target};
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
-use crate::trie::{hash_value, KeyPath, Node, TERMINATOR};
+use crate::trie::{hash_value, KeyPath, Node, ValueHash, TERMINATOR};
 use crate::update::{update_trie, Change, PageChanges, PageSink, Tree, TrieUpdate, Unwritten};
 use crate::value_store::ValuePlan;
 use crate::Error;
@@ -60,15 +60,50 @@ pub(super) enum Step {
     Rollback(usize),
 }
 
-/// A trie update with the changes it applied.
-struct Computed {
-    trie: TrieUpdate,
+/// What a trie update takes from a session, made once so that an update
+/// run again takes it as it is: the changes with their value hashes, the
+/// keys its witness proves (sorted, each once) and the value hashes the
+/// session saw.
+struct UpdateInput {
     changes: Vec<Change>,
+    keys: Vec<KeyPath>,
+    seen: Vec<(KeyPath, ValueHash)>,
+}
+
+impl UpdateInput {
+    /// With `prove`, the witness proves the written keys as well as the read.
+    fn new(writes: &KeyedValues, reads: Reads, prove: bool) -> Result<UpdateInput, Error> {
+        for (_, value) in writes {
+            crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
+        }
+        let changes = writes
+            .iter()
+            .map(|(k, v)| (*k, v.as_deref().map(hash_value)))
+            .collect();
+        let Reads { mut keys, seen } = reads;
+        if prove {
+            keys.extend(writes.iter().map(|(k, _)| *k));
+            keys.sort_unstable();
+            keys.dedup();
+        } else {
+            keys.clear();
+        }
+        Ok(UpdateInput {
+            changes,
+            keys,
+            seen,
+        })
+    }
 }
 
 impl Prepared {
-    fn new(base: Head, writes: KeyedValues, updated: Computed, prove: bool) -> Prepared {
-        let Computed { trie, changes } = updated;
+    fn new(
+        base: Head,
+        writes: KeyedValues,
+        changes: Vec<Change>,
+        trie: TrieUpdate,
+        prove: bool,
+    ) -> Prepared {
         Prepared {
             base,
             root: trie.root,
@@ -169,12 +204,13 @@ impl Shared {
         workers: usize,
     ) -> Result<(Prepared, Building), Error> {
         let seqno = head.seqno + 1;
+        let input = UpdateInput::new(&writes, reads, prove)?;
         let staging = Mutex::new(self.begin_staging(seqno));
         let (trie, values) = std::thread::scope(|s| {
             let planner = std::thread::Builder::new()
                 .name("pagetrie-plan".into())
                 .spawn_scoped(s, || self.plan_values(seqno, &writes, &staging));
-            let trie = self.update(head, &writes, reads, prove, None, workers, Some(&staging));
+            let trie = self.update(head, &input, None, workers, Some(&staging));
             let values = match planner {
                 Ok(handle) => handle
                     .join()
@@ -183,7 +219,7 @@ impl Shared {
             };
             (trie, values)
         });
-        let prepared = Prepared::new(head, writes, trie?, prove);
+        let prepared = Prepared::new(head, writes, input.changes, trie?, prove);
         let building = Building {
             values: values?,
             staging: staging.into_inner(),
@@ -191,11 +227,11 @@ impl Shared {
         Ok((prepared, building))
     }
 
-    /// The trie update and witness of `writes` on `base`, beside commits: a commit of an overlay
-    /// on `base`'s chain changes nothing the update sees through `base`'s
-    /// view, so a pipeline's next block is finished while its parent
-    /// commits. If any other commit landed meanwhile, the update runs again
-    /// under the writer lock.
+    /// The trie update and witness of `writes` on `base`, beside commits: a
+    /// commit of an overlay on `base`'s chain changes nothing the update sees
+    /// through `base`'s view, so a pipeline's next block is finished while
+    /// its parent commits. If any other commit landed meanwhile, the update
+    /// runs again under the writer lock.
     pub(super) fn finish(
         &self,
         base: &Base,
@@ -209,8 +245,8 @@ impl Shared {
         };
         let workers = self.options.commit_workers;
         let unwritten = base.unwritten.as_ref();
-        let again = reads.clone();
-        let trie = self.update(base.head, &writes, reads, prove, unwritten, workers, None);
+        let input = UpdateInput::new(&writes, reads, prove)?;
+        let trie = self.update(base.head, &input, unwritten, workers, None);
         let _writer = self.writer_seeing(base)?;
         let on_chain = |heads: Vec<Head>| heads.into_iter().all(|head| base.sees(head));
         let trie = match trie {
@@ -227,10 +263,10 @@ impl Shared {
             // too, since a committed overlay lets go of its parent.
             first => {
                 drop(first);
-                self.update(base.head, &writes, again, prove, unwritten, workers, None)?
+                self.update(base.head, &input, unwritten, workers, None)?
             }
         };
-        Ok(Prepared::new(base.head, writes, trie, prove))
+        Ok(Prepared::new(base.head, writes, input.changes, trie, prove))
     }
 
     /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
@@ -306,50 +342,29 @@ impl Shared {
         self.options.metrics.then(Instant::now)
     }
 
-    /// The trie update of `writes` on `head` (the stores' state under
-    /// `unwritten`) on `workers` threads, with the witness of `reads` and the
-    /// written keys if `prove`. With `staging`, the page changes go to its
-    /// batch, and to the disk, as the workers finish them.
-    #[allow(clippy::too_many_arguments)]
+    /// The trie update of `input` on `head` (the stores' state under
+    /// `unwritten`) on `workers` threads, with its witness. With `staging`,
+    /// the page changes go to its batch, and to the disk, as the workers
+    /// finish them.
     fn update(
         &self,
         head: Head,
-        writes: &KeyedValues,
-        reads: Reads,
-        prove: bool,
+        input: &UpdateInput,
         unwritten: Option<&Unwritten>,
         workers: usize,
         staging: Option<&Mutex<SharedBatch>>,
-    ) -> Result<Computed, Error> {
-        for (_, value) in writes {
-            crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
-        }
-        let changes: Vec<Change> = writes
-            .iter()
-            .map(|(k, v)| (*k, v.as_deref().map(hash_value)))
-            .collect();
-        let Reads {
-            keys: mut reads,
-            seen,
-        } = reads;
-        if prove {
-            reads.extend(writes.iter().map(|(k, _)| *k));
-            reads.sort_unstable();
-            reads.dedup();
-        } else {
-            reads.clear();
-        }
+    ) -> Result<TrieUpdate, Error> {
         let sink = staging
             .map(|staging| move |pages: PageChanges| self.add_pages(&mut staging.lock(), pages));
         let sink = sink.as_ref().map(|s| s as &PageSink<'_>);
         let started = self.clock();
         let tree = Tree {
-            seen: &seen,
+            seen: &input.seen,
             ..self.tree(unwritten)
         };
-        let trie = update_trie(tree, &head.root, &changes, &reads, workers, sink)?;
+        let trie = update_trie(tree, &head.root, &input.changes, &input.keys, workers, sink)?;
         CommitTimers::add(&self.timers.trie_ns, started);
-        Ok(Computed { trie, changes })
+        Ok(trie)
     }
 
     /// An empty batch for commit `seqno`, with its page plan.

@@ -43,7 +43,7 @@ pub(crate) type KeyedValues = Vec<(KeyPath, Option<Vec<u8>>)>;
 /// What a session read: the keys its witness proves, and the value hash it
 /// saw for each present one (sorted by key), which spares the commit a
 /// bucket read where the key's leaf is that hash.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub(crate) struct Reads {
     pub(crate) keys: Vec<KeyPath>,
     pub(crate) seen: Vec<(KeyPath, crate::trie::ValueHash)>,
