@@ -215,53 +215,109 @@ pub(super) fn verify(b: &Block) -> Result<(), Error> {
 /// The entries of a bucket, in key order, borrowed from its block without
 /// copying. The block must have passed [`verify`] or come from [`encode`];
 /// anything out of bounds is still [`Error::Corrupt`], never a panic.
-pub(super) fn entries(
-    b: &Block,
-) -> Result<impl Iterator<Item = Result<EntryRef<'_>, Error>>, Error> {
+pub(super) fn entries(b: &Block) -> Result<Entries<'_>, Error> {
     if &b.0[0..4] != MAGIC {
         return Err(Error::corrupt("bucket checksum or magic"));
     }
     if b.0[4..6] != VERSION.to_le_bytes() {
         return Err(Error::corrupt("unknown bucket format version"));
     }
-    let count = u16::from_le_bytes(b.array(6)) as usize;
-    let mut at = HEADER;
-    Ok((0..count).map(move |_| {
+    Ok(Entries {
+        b,
+        at: HEADER,
+        left: u16::from_le_bytes(b.array(6)) as usize,
+    })
+}
+
+/// The entries of a bucket from the first whose key is at least `from`.
+pub(super) fn entries_from<'a>(b: &'a Block, from: &KeyPath) -> Result<Entries<'a>, Error> {
+    let mut entries = entries(b)?;
+    entries.skip_below(from);
+    Ok(entries)
+}
+
+/// A bucket's entries, decoded one at a time; see [`entries`].
+pub(super) struct Entries<'a> {
+    b: &'a Block,
+    /// Where the next entry starts.
+    at: usize,
+    /// Entries not yet decoded.
+    left: usize,
+}
+
+impl Entries<'_> {
+    /// Steps over the entries whose key is below `from`, reading a length
+    /// and the key's first word for most: a prefix query or a lookup walks
+    /// half a bucket, and decoding each entry it passed showed in the
+    /// commit's profile. An entry out of bounds stops the walk, so the next
+    /// [`Iterator::next`] reports it.
+    fn skip_below(&mut self, from: &KeyPath) {
+        let from_word = crate::trie::KeyWords::new(from).first_word();
+        while self.left > 0 && self.at + 33 <= CHECKSUM {
+            let word = u64::from_be_bytes(self.b.array(self.at));
+            if word > from_word
+                || (word == from_word && self.b.0[self.at..self.at + 32] >= from[..])
+            {
+                return;
+            }
+            let tag = self.b.0[self.at + 32];
+            self.at += 33
+                + if tag == OVERFLOW_TAG {
+                    44
+                } else {
+                    tag as usize
+                };
+            self.left -= 1;
+        }
+    }
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Result<EntryRef<'a>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (b, at) = (self.b, self.at);
         let bad = || Error::corrupt("bucket entry out of bounds");
         if at + 33 > CHECKSUM {
-            return Err(bad());
+            self.left = 0;
+            return Some(Err(bad()));
         }
         let key: KeyPath = b.array(at);
         let tag = b.0[at + 32];
-        at += 33;
+        let body = at + 33;
         if tag == OVERFLOW_TAG {
-            if at + 44 > CHECKSUM {
-                return Err(bad());
+            if body + 44 > CHECKSUM {
+                self.left = 0;
+                return Some(Err(bad()));
             }
-            let overflow = (
-                u32::from_le_bytes(b.array(at)),
-                b.array(at + 4),
-                b.u64_at(at + 36),
-            );
-            at += 44;
-            Ok(EntryRef {
+            self.at = body + 44;
+            Some(Ok(EntryRef {
                 key,
                 inline: None,
-                overflow,
-            })
+                overflow: (
+                    u32::from_le_bytes(b.array(body)),
+                    b.array(body + 4),
+                    b.u64_at(body + 36),
+                ),
+            }))
         } else {
             let len = tag as usize;
-            if at + len > CHECKSUM {
-                return Err(bad());
+            if body + len > CHECKSUM {
+                self.left = 0;
+                return Some(Err(bad()));
             }
-            at += len;
-            Ok(EntryRef {
+            self.at = body + len;
+            Some(Ok(EntryRef {
                 key,
-                inline: Some(&b.0[at - len..at]),
+                inline: Some(&b.0[body..body + len]),
                 overflow: (0, [0; 32], 0),
-            })
+            }))
         }
-    }))
+    }
 }
 
 /// Decodes a whole bucket into owned entries.
@@ -282,16 +338,13 @@ pub(super) fn decode_into(b: &Block, out: &mut Vec<BucketEntry>) -> Result<(), E
 
 /// The entry for `key`, copying only that one.
 pub(super) fn find(b: &Block, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
-    for e in entries(b)? {
-        let e = e?;
-        if e.key == *key {
-            return Ok(Some(e.to_owned()));
+    match entries_from(b, key)?.next() {
+        Some(e) => {
+            let e = e?;
+            Ok((e.key == *key).then(|| e.to_owned()))
         }
-        if e.key > *key {
-            break;
-        }
+        None => Ok(None),
     }
-    Ok(None)
 }
 
 #[cfg(test)]
@@ -355,5 +408,57 @@ mod tests {
         resum(&mut too_many);
         assert!(verify(&too_many).is_err());
         assert!(decode(&too_many).is_err());
+    }
+
+    /// `entries_from` and `find` start where a full walk would reach the
+    /// key: keys sharing their first word, inline and overflow values alike.
+    #[test]
+    fn seek_agrees_with_a_full_walk() {
+        let key = |first: u8, last: u8| {
+            let mut k = [0; 32];
+            k[0] = first;
+            k[31] = last;
+            k
+        };
+        let mut keys = Vec::new();
+        for first in [2, 4] {
+            for last in [1, 3, 5] {
+                keys.push(key(first, last));
+            }
+        }
+        let entries: Vec<BucketEntry> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| BucketEntry {
+                key: *k,
+                stored: match i % 3 {
+                    0 => Stored::Inline(InlineValue::new(&[i as u8; 40])),
+                    1 => Stored::Overflow {
+                        len: 1000,
+                        hash: [i as u8; 32],
+                        start: i as u64,
+                    },
+                    _ => Stored::Inline(InlineValue::new(&[])),
+                },
+            })
+            .collect();
+        let b = encode(&entries, 1);
+        for first in 0..6 {
+            for last in 0..7 {
+                let from = key(first, last);
+                let walked: Vec<KeyPath> = entries
+                    .iter()
+                    .map(|e| e.key)
+                    .filter(|k| *k >= from)
+                    .collect();
+                let sought: Vec<KeyPath> = entries_from(&b, &from)
+                    .unwrap()
+                    .map(|e| e.unwrap().key)
+                    .collect();
+                assert_eq!(sought, walked, "from {first}/{last}");
+                let found = find(&b, &from).unwrap();
+                assert_eq!(found.as_ref(), entries.iter().find(|e| e.key == from));
+            }
+        }
     }
 }

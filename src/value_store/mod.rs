@@ -330,16 +330,15 @@ impl ValueStore {
             true,
             |dir| dir.overlapping(&start, depth),
             |block| {
-                // Most of the bucket lies outside a deep prefix: nothing is
-                // copied or hashed for those entries, and the walk stops at
-                // the first key past the prefix (`start` is its smallest).
-                for e in bucket::entries(block)? {
+                // Most of the bucket lies outside a deep prefix: the walk
+                // starts at `start` (its smallest key) and stops at the first
+                // key past it.
+                for e in bucket::entries_from(block, &start)? {
                     let e = e?;
-                    if shares_prefix(&e.key, &start, depth) {
-                        out.push((e.key, e.value_hash()));
-                    } else if e.key > start {
+                    if !shares_prefix(&e.key, &start, depth) {
                         break;
                     }
+                    out.push((e.key, e.value_hash()));
                 }
                 Ok(())
             },
