@@ -148,6 +148,8 @@ pub(super) struct EntryRef<'a> {
     pub(super) key: KeyPath,
     inline: Option<&'a [u8]>,
     overflow: (u32, ValueHash, u64),
+    /// Where the entry ends in its block.
+    end: usize,
 }
 
 impl<'a> EntryRef<'a> {
@@ -297,6 +299,7 @@ impl<'a> Iterator for Entries<'a> {
             self.at = body + 44;
             Some(Ok(EntryRef {
                 key,
+                end: self.at,
                 inline: None,
                 overflow: (
                     u32::from_le_bytes(b.array(body)),
@@ -313,6 +316,7 @@ impl<'a> Iterator for Entries<'a> {
             self.at = body + len;
             Some(Ok(EntryRef {
                 key,
+                end: self.at,
                 inline: Some(&b.0[body..body + len]),
                 overflow: (0, [0; 32], 0),
             }))
@@ -334,6 +338,71 @@ pub(super) fn decode_into(b: &Block, out: &mut Vec<BucketEntry>) -> Result<(), E
         out.push(e?.to_owned());
     }
     Ok(())
+}
+
+/// A bucket rewritten by [`patch`].
+pub(super) struct Patched {
+    pub(super) block: BlockBuf,
+    /// Each changed key's value before, in the order of the changes.
+    pub(super) previous: Vec<Vec<u8>>,
+    /// Bytes of entries it holds (as [`payload_len`] counts them).
+    pub(super) payload: usize,
+    /// The overflow extents (start, blocks) its values use.
+    pub(super) extents: Vec<(u64, u64)>,
+}
+
+/// Commit `seqno`'s version of bucket `b` with `changes` (sorted, each key
+/// once) applied, if every change gives a key the bucket holds inline a
+/// value of the same length: the common case of a balance or a counter
+/// updated. The values are written over in a copy of the block, which keeps
+/// the keys, their order and the overflow extents, so the planner skips
+/// decoding the bucket and encoding it again. `None` if any change inserts,
+/// deletes or resizes.
+pub(super) fn patch(
+    b: &Block,
+    changes: &[(KeyPath, Option<Vec<u8>>)],
+    seqno: u64,
+) -> Result<Option<Patched>, Error> {
+    let mut spots = Vec::with_capacity(changes.len());
+    let mut extents = Vec::new();
+    let mut end = HEADER;
+    let mut pending = changes.iter().peekable();
+    for e in entries(b)? {
+        let e = e?;
+        end = e.end;
+        extents.extend(e.extent());
+        let Some((key, value)) = pending.peek() else {
+            continue;
+        };
+        if *key < e.key {
+            return Ok(None);
+        }
+        if *key == e.key {
+            match (e.inline, value) {
+                (Some(old), Some(new)) if old.len() == new.len() => spots.push((e.end, old, new)),
+                _ => return Ok(None),
+            }
+            pending.next();
+        }
+    }
+    if pending.next().is_some() {
+        return Ok(None);
+    }
+    let mut block = Block::for_read();
+    block.0.copy_from_slice(&b.0);
+    let previous = spots.iter().map(|(_, old, _)| old.to_vec()).collect();
+    for (at, _, new) in spots {
+        block.0[at - new.len()..at].copy_from_slice(new);
+    }
+    block.put_u64(8, seqno);
+    let sum = block.checksum(CHECKSUM);
+    block.put_u64(CHECKSUM, sum);
+    Ok(Some(Patched {
+        block,
+        previous,
+        payload: end - HEADER,
+        extents,
+    }))
 }
 
 /// The entry for `key`, copying only that one.
@@ -459,6 +528,53 @@ mod tests {
                 let found = find(&b, &from).unwrap();
                 assert_eq!(found.as_ref(), entries.iter().find(|e| e.key == from));
             }
+        }
+    }
+
+    /// `patch` writes same-length values over in place and gives the old
+    /// ones back; anything else (insert, delete, resize, a value in
+    /// overflow space, a key past the last) is left to a full rewrite.
+    #[test]
+    fn patch_writes_over_same_length_values_only() {
+        let inline = |k: u8, v: &[u8]| BucketEntry {
+            key: [k; 32],
+            stored: Stored::Inline(InlineValue::new(v)),
+        };
+        let overflow = BucketEntry {
+            key: [5; 32],
+            stored: Stored::Overflow {
+                len: 5000,
+                hash: [1; 32],
+                start: 7,
+            },
+        };
+        let entries = vec![
+            inline(1, &[1; 8]),
+            inline(3, &[3; 8]),
+            overflow.clone(),
+            inline(7, &[]),
+        ];
+        let b = encode(&entries, 4);
+        let change = |k: u8, v: Option<&[u8]>| ([k; 32], v.map(<[u8]>::to_vec));
+        let patched = patch(&b, &[change(1, Some(&[9; 8])), change(7, Some(&[]))], 6)
+            .unwrap()
+            .unwrap();
+        verify(&patched.block).unwrap();
+        let mut want = entries.clone();
+        want[0] = inline(1, &[9; 8]);
+        assert_eq!(decode(&patched.block).unwrap(), want);
+        assert_eq!(encode(&want, 6).0, patched.block.0);
+        assert_eq!(patched.previous, vec![vec![1; 8], vec![]]);
+        assert_eq!(patched.payload, payload_len(&entries));
+        assert_eq!(patched.extents, vec![overflow.stored.extent().unwrap()]);
+        for refused in [
+            vec![change(2, Some(&[0; 8]))],
+            vec![change(3, None)],
+            vec![change(3, Some(&[0; 9]))],
+            vec![change(5, Some(&[0; 8]))],
+            vec![change(1, Some(&[0; 8])), change(9, Some(&[0; 8]))],
+        ] {
+            assert!(patch(&b, &refused, 6).unwrap().is_none());
         }
     }
 }

@@ -22,6 +22,16 @@ pub(super) struct BucketMeta {
     fingerprints: Box<[u16]>,
 }
 
+impl BucketMeta {
+    /// The same bucket's summary, its keys unchanged, rewritten to `slot`.
+    pub(super) fn moved_to(&self, slot: u32) -> BucketMeta {
+        BucketMeta {
+            slot,
+            fingerprints: self.fingerprints.clone(),
+        }
+    }
+}
+
 /// A bucket as its catalog note describes it.
 pub(super) struct Noted {
     pub(super) min: KeyPath,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::bucket::{self, BucketEntry, InlineValue, Stored, INLINE_MAX, PAYLOAD};
+use super::bucket::{self, BucketEntry, InlineValue, Patched, Stored, INLINE_MAX, PAYLOAD};
 use super::directory::{BucketMeta, Directory};
 use super::overflow::{self, Extents};
 use super::ValueStore;
@@ -12,6 +12,9 @@ use crate::block::BlockBuf;
 use crate::store::{Batch, BlockWrite, Notes, SlotSpace, Target};
 use crate::trie::{common_prefix_len, KeyPath, ValueHash};
 use crate::Error;
+
+/// Bytes of entries under which a bucket is worth merging with a neighbour.
+const SMALL: usize = PAYLOAD / 4;
 
 /// Blocks a plan that streams its writes starts at a time.
 const WRITE_CHUNK: usize = 2048;
@@ -112,6 +115,23 @@ impl ValueStore {
             if let (Some(last), Some((min, _))) = (run.last, bucket) {
                 if state.dir.successor(&last).map(|s| s.0) != Some(min) {
                     plan.flush(&mut run, &neighbour, &state.dir, None)?;
+                }
+            }
+            // A bucket whose changes only write values over others of the
+            // same length, standing alone, is copied and written over.
+            if let (Some((min, slot)), None) = (bucket, run.last) {
+                let block = read
+                    .get(&slot)
+                    .ok_or(Error::corrupt("bucket listed twice"))?;
+                let patched = bucket::patch(block, &changes[i..j], seqno)?;
+                if let Some(patched) = patched.filter(|p| p.payload >= SMALL) {
+                    read.remove(&slot);
+                    plan.rewrite(min, slot, patched, &changes[i..j], &state.dir)?;
+                    if plan.writes.len() >= WRITE_CHUNK {
+                        early(&mut plan)?;
+                    }
+                    i = j;
+                    continue;
                 }
             }
             old.clear();
@@ -224,6 +244,40 @@ impl ValuePlan {
         out.extend(old);
     }
 
+    /// Writes bucket `min` (in `slot`) anew as `patched`, `changes` written
+    /// over its values, to a free slot; its old slot is freed.
+    fn rewrite(
+        &mut self,
+        min: KeyPath,
+        slot: u32,
+        patched: Patched,
+        changes: &[(KeyPath, Option<Vec<u8>>)],
+        dir: &Directory,
+    ) -> Result<(), Error> {
+        for ((key, _), old) in changes.iter().zip(patched.previous) {
+            self.previous.push((*key, Some(old)));
+        }
+        let meta = match dir.bucket_of(&min) {
+            Some((found, meta)) if found == min && meta.slot == slot => meta,
+            _ => return Err(Error::Internal("a patched bucket left the directory")),
+        };
+        let new_slot = self.space.allocate()?;
+        let meta = meta.moved_to(new_slot);
+        self.removed.push(min);
+        self.freed_slots.push(slot);
+        self.writes.push(BlockWrite {
+            target: Target::Buckets,
+            index: new_slot as u64,
+            block: patched.block,
+        });
+        let extents = patched.extents;
+        self.notes.add(Target::Buckets, new_slot, |b| {
+            Directory::note(&min, &meta, extents.iter().copied(), b)
+        });
+        self.added.push((min, meta));
+        Ok(())
+    }
+
     /// Writes `run` out as buckets, each to a free slot; the run's old slots
     /// are freed. A run under a quarter full, or overflowing, first takes in
     /// the next bucket if this commit leaves it untouched (`next_changed` names
@@ -296,7 +350,7 @@ impl Run {
 
     /// Under a quarter of a bucket: worth merging with a neighbour.
     fn is_small(&self) -> bool {
-        bucket::payload_len(&self.entries) < PAYLOAD / 4
+        bucket::payload_len(&self.entries) < SMALL
     }
 }
 
