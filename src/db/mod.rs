@@ -306,38 +306,32 @@ impl Shared {
         self.snapshots.resolve(base, key, current)
     }
 
-    /// Starts loading what reading or writing the hinted keys will need.
-    fn prefetch(&self, hints: Vec<prefetch::Hint>) {
-        self.send_hints(prefetch::Hints::Session(hints));
+    /// Starts loading what reading or writing the hinted keys will need;
+    /// returns those dropped because the queue was full
+    /// ([`crate::Options::prefetch_hints`]), which the session may hint again.
+    fn prefetch(&self, hints: Vec<prefetch::Hint>) -> Vec<prefetch::Hint> {
+        let sender = self.prefetch.read();
+        // Closing: nothing will act on hints, now or later.
+        let Some(keys) = sender.as_ref() else {
+            return Vec::new();
+        };
+        let (taken, dropped) = self.hints.admit(hints);
+        let n = taken.len();
+        // The fetcher is gone: nothing will act on them.
+        if n > 0 && keys.send(prefetch::Hints::Session(taken)).is_err() {
+            self.hints.release(n);
+        }
+        dropped
     }
 
     /// [`Shared::prefetch`] for one operation's many keys (a rollback, a
     /// proof back): served after sessions' hints, and dropped for the next
     /// such batch.
     fn prefetch_bulk(&self, hints: Vec<prefetch::Hint>) {
-        self.send_hints(prefetch::Hints::Bulk(hints));
-    }
-
-    fn send_hints(&self, hints: prefetch::Hints) {
         let sender = self.prefetch.read();
-        let Some(keys) = sender.as_ref() else {
-            return;
-        };
-        match hints {
-            prefetch::Hints::Session(hints) => {
-                let Some(hints) = self.hints.admit(hints) else {
-                    return;
-                };
-                let n = hints.len();
-                // The fetcher is gone: nothing will act on them.
-                if keys.send(prefetch::Hints::Session(hints)).is_err() {
-                    self.hints.release(n);
-                }
-            }
+        if let Some(keys) = sender.as_ref() {
             // Always sent, if only to end the batch before it.
-            prefetch::Hints::Bulk(hints) => {
-                let _ = keys.send(prefetch::Hints::Bulk(self.hints.cut_bulk(hints)));
-            }
+            let _ = keys.send(prefetch::Hints::Bulk(self.hints.cut_bulk(hints)));
         }
     }
 }

@@ -68,9 +68,9 @@ impl HintQueue {
         hints
     }
 
-    /// Takes as many of sessions' `hints` as fit, dropping the rest; `None`
-    /// if none fit.
-    pub(super) fn admit(&self, mut hints: Vec<Hint>) -> Option<Vec<Hint>> {
+    /// Takes as many of sessions' `hints` as fit; returns those and the
+    /// rest, dropped.
+    pub(super) fn admit(&self, mut hints: Vec<Hint>) -> (Vec<Hint>, Vec<Hint>) {
         let mut taken = 0;
         let _ = self
             .queued
@@ -78,12 +78,10 @@ impl HintQueue {
                 taken = hints.len().min(self.limit.saturating_sub(queued));
                 Some(queued + taken)
             });
-        let dropped = hints.len() - taken;
-        if dropped > 0 {
-            self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
-            hints.truncate(taken);
-        }
-        (taken > 0).then_some(hints)
+        let dropped = hints.split_off(taken);
+        self.dropped
+            .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+        (hints, dropped)
     }
 
     /// `n` sessions' hints acted on or discarded.

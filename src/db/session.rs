@@ -114,6 +114,19 @@ struct Hinting {
     hinted: HashMap<KeyPath, Hinted>,
 }
 
+impl Hinting {
+    /// Marks `dropped` (hints the full queue refused) as not hinted, so the
+    /// key's next read or write hints it again.
+    fn forget(&mut self, dropped: &[Hint]) {
+        for hint in dropped {
+            if let Some(hinted) = self.hinted.get_mut(&hint.key) {
+                hinted.pages &= !hint.pages;
+                hinted.bucket &= !hint.bucket;
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct Hinted {
     pages: bool,
@@ -154,7 +167,10 @@ impl Session {
         if !hints.batch.is_empty() && (urgent || hints.batch.len() >= HINT_BATCH) {
             let batch = std::mem::take(&mut hints.batch);
             drop(guard);
-            self.shared.prefetch(batch);
+            let dropped = self.shared.prefetch(batch);
+            if !dropped.is_empty() {
+                self.hints.lock().forget(&dropped);
+            }
         }
     }
 

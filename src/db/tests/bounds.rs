@@ -37,6 +37,19 @@ fn hints_past_the_bound_are_dropped_and_counted() {
     }
 }
 
+/// A hint the full queue dropped is not taken as sent: the key's next hint
+/// goes out again (and is dropped again here, where nothing fits).
+#[test]
+fn a_dropped_hint_is_hinted_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path()).prefetch_hints(0)).unwrap();
+    let session = db.begin_session();
+    session.warm_up(&[7; 32]);
+    assert_eq!(db.metrics().hints_dropped, 1);
+    session.warm_up(&[7; 32]);
+    assert_eq!(db.metrics().hints_dropped, 2);
+}
+
 /// Commits 64 values of 4 KiB under keys `0..64`, all `fill`: each commit
 /// after the first replaces 256 KiB.
 fn overwrite(db: &Db, fill: u8) {
