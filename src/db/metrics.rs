@@ -21,7 +21,8 @@ pub struct Metrics {
     /// Prefetch hints sent and not yet acted on (at most
     /// [`crate::Options::prefetch_hints`]).
     pub hints_queued: u64,
-    /// Prefetch hints dropped because that many were queued.
+    /// Prefetch hints dropped because that many were queued; a key hinted
+    /// again after a drop counts once for each drop.
     pub hints_dropped: u64,
     /// Bucket reads answered from RAM.
     pub value_cache_hits: u64,

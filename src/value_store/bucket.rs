@@ -251,8 +251,8 @@ impl Entries<'_> {
     /// Steps over the entries whose key is below `from`, reading a length
     /// and the key's first word for most: a prefix query or a lookup walks
     /// half a bucket, and decoding each entry it passed showed in the
-    /// commit's profile. An entry out of bounds stops the walk, so the next
-    /// [`Iterator::next`] reports it.
+    /// commit's profile. An entry out of bounds stops the walk before it, so
+    /// the next [`Iterator::next`] reports it.
     fn skip_below(&mut self, from: &KeyPath) {
         let from_word = crate::trie::KeyWords::new(from).first_word();
         while self.left > 0 && self.at + 33 <= CHECKSUM {
@@ -263,12 +263,17 @@ impl Entries<'_> {
                 return;
             }
             let tag = self.b.0[self.at + 32];
-            self.at += 33
+            let end = self.at
+                + 33
                 + if tag == OVERFLOW_TAG {
                     44
                 } else {
                     tag as usize
                 };
+            if end > CHECKSUM {
+                return;
+            }
+            self.at = end;
             self.left -= 1;
         }
     }
@@ -576,5 +581,24 @@ mod tests {
         ] {
             assert!(patch(&b, &refused, 6).unwrap().is_none());
         }
+    }
+
+    /// A seek that meets an entry running past the block reports it, as a
+    /// full walk does, instead of stepping over it.
+    #[test]
+    fn a_seek_reports_an_entry_out_of_bounds() {
+        let entry = |k: u8| BucketEntry {
+            key: [k; 32],
+            stored: Stored::Inline(InlineValue::new(&[k; 8])),
+        };
+        let entries: Vec<BucketEntry> = (1..=99).map(entry).collect();
+        let mut b = encode(&entries, 1);
+        // The last entry (41 bytes from 4034) now says its value runs past
+        // the block.
+        let last = HEADER + 98 * 41;
+        b.0[last + 32] = 200;
+        let past = [100; 32];
+        assert!(entries_from(&b, &past).unwrap().any(|e| e.is_err()));
+        assert!(find(&b, &past).is_err());
     }
 }
