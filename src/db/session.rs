@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -111,10 +110,6 @@ pub struct Session {
 struct Hinting {
     /// Not yet sent to the fetcher.
     batch: Vec<Hint>,
-    /// Whether `batch` holds a [`Session::warm_up`]'s hint.
-    urgent: bool,
-    /// When a batch last went to the fetcher.
-    sent: Option<Instant>,
     /// What was hinted of each key.
     hinted: HashMap<KeyPath, Hinted>,
 }
@@ -141,15 +136,6 @@ struct Hinted {
 /// Hints sent to the fetcher at once, unless one is urgent.
 const HINT_BATCH: usize = 32;
 
-/// Urgent hints sent together when they come in a stream: waking the
-/// fetcher for each of 50,000 warm_ups a block took about a sixth of the
-/// CPU of two execution threads (alternated at 2^24).
-const URGENT_BATCH: usize = 8;
-
-/// How long after a batch went out an urgent hint may wait for others;
-/// one that comes later, alone, goes at once.
-const URGENT_WAIT: Duration = Duration::from_micros(100);
-
 impl Session {
     /// A session on `base`.
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> Session {
@@ -163,11 +149,7 @@ impl Session {
     }
 
     /// Queues loading `key`'s pages, and its bucket with `bucket`, unless
-    /// they were hinted before. The queue goes to the fetcher when it is
-    /// full, or when it holds an `urgent` hint and either that came
-    /// [`URGENT_WAIT`] or more after the last batch went, or
-    /// [`URGENT_BATCH`] hints wait: a stream of warm_ups goes a few at a
-    /// time, one alone at once.
+    /// they were hinted before; `urgent` sends the queue to the fetcher now.
     fn hint(&self, key: &KeyPath, bucket: bool, urgent: bool) {
         let mut guard = self.hints.lock();
         let hints = &mut *guard;
@@ -181,16 +163,9 @@ impl Session {
         hinted.bucket |= bucket;
         if hint.pages || hint.bucket {
             hints.batch.push(hint);
-            hints.urgent |= urgent;
         }
-        let due = hints.batch.len() >= HINT_BATCH
-            || (hints.urgent
-                && (hints.batch.len() >= URGENT_BATCH
-                    || hints.sent.is_none_or(|t| t.elapsed() >= URGENT_WAIT)));
-        if due {
+        if !hints.batch.is_empty() && (urgent || hints.batch.len() >= HINT_BATCH) {
             let batch = std::mem::take(&mut hints.batch);
-            hints.urgent = false;
-            hints.sent = Some(Instant::now());
             drop(guard);
             let dropped = self.shared.prefetch(batch);
             if !dropped.is_empty() {
@@ -205,11 +180,7 @@ impl Session {
     }
 
     /// A hint that `key` will be read or written: starts loading the trie pages on
-    /// its path and the bucket of its value. A hint that comes alone starts
-    /// at once; in a stream (each under 100 µs after the session's last
-    /// batch of hints went out), hints start eight at a time, or with the
-    /// session's first call 100 µs or more after that batch, so a loop of
-    /// warm_ups wakes the prefetcher once for several keys.
+    /// its path and the bucket of its value.
     pub fn warm_up(&self, key: &KeyPath) {
         self.hint(key, true, true);
     }
