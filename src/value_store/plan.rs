@@ -78,12 +78,12 @@ impl ValueStore {
             previous_overflow: Vec::new(),
         };
         // Each change's bucket (smallest key and slot), looked up once.
-        let homes: Vec<Option<(KeyPath, u32)>> = changes
+        let homes: Vec<Option<(KeyPath, &BucketMeta)>> = changes
             .iter()
-            .map(|(k, _)| state.dir.bucket_of(k).map(|(min, meta)| (min, meta.slot)))
+            .map(|(k, _)| state.dir.bucket_of(k))
             .collect();
         // Every bucket with changes, read at once.
-        let mut touched: Vec<u32> = homes.iter().flatten().map(|&(_, slot)| slot).collect();
+        let mut touched: Vec<u32> = homes.iter().flatten().map(|(_, meta)| meta.slot).collect();
         touched.dedup();
         let blocks = self.read_buckets(&touched)?;
         let mut read = std::collections::HashMap::with_capacity(touched.len());
@@ -119,14 +119,14 @@ impl ValueStore {
             }
             // A bucket whose changes only write values over others of the
             // same length, standing alone, is copied and written over.
-            if let (Some((min, slot)), None) = (bucket, run.last) {
+            if let (Some((min, meta)), None) = (bucket, run.last) {
                 let block = read
-                    .get(&slot)
+                    .get(&meta.slot)
                     .ok_or(Error::corrupt("bucket listed twice"))?;
                 let patched = bucket::patch(block, &changes[i..j], seqno)?;
                 if let Some(patched) = patched.filter(|p| p.payload >= SMALL) {
-                    read.remove(&slot);
-                    plan.rewrite(min, slot, patched, &changes[i..j], &state.dir)?;
+                    read.remove(&meta.slot);
+                    plan.rewrite(min, meta, patched, &changes[i..j])?;
                     if plan.writes.len() >= WRITE_CHUNK {
                         early(&mut plan)?;
                     }
@@ -135,12 +135,12 @@ impl ValueStore {
                 }
             }
             old.clear();
-            if let Some((min, slot)) = bucket {
+            if let Some((min, meta)) = bucket {
                 let block = read
-                    .remove(&slot)
+                    .remove(&meta.slot)
                     .ok_or(Error::corrupt("bucket listed twice"))?;
                 bucket::decode_into(&block, &mut old)?;
-                run.take(min, slot);
+                run.take(min, meta.slot);
             }
             plan.merge(&mut old, &changes[i..j], &mut run.entries);
             let next_changed = homes.get(j).copied().flatten().map(|(min, _)| min);
@@ -244,38 +244,44 @@ impl ValuePlan {
         out.extend(old);
     }
 
-    /// Writes bucket `min` (in `slot`) anew as `patched`, `changes` written
-    /// over its values, to a free slot; its old slot is freed.
+    /// Writes bucket `min` (summarized by `meta`) anew as `patched`,
+    /// `changes` written over its values, to a free slot; its old slot is
+    /// freed.
     fn rewrite(
         &mut self,
         min: KeyPath,
-        slot: u32,
+        meta: &BucketMeta,
         patched: Patched,
         changes: &[(KeyPath, Option<Vec<u8>>)],
-        dir: &Directory,
     ) -> Result<(), Error> {
         for ((key, _), old) in changes.iter().zip(patched.previous) {
             self.previous.push((*key, Some(old)));
         }
-        let meta = match dir.bucket_of(&min) {
-            Some((found, meta)) if found == min && meta.slot == slot => meta,
-            _ => return Err(Error::Internal("a patched bucket left the directory")),
-        };
-        let new_slot = self.space.allocate()?;
-        let meta = meta.moved_to(new_slot);
         self.removed.push(min);
-        self.freed_slots.push(slot);
+        self.freed_slots.push(meta.slot);
+        let slot = self.space.allocate()?;
+        let meta = meta.moved_to(slot);
+        self.add_bucket(patched.block, min, meta, patched.extents.into_iter());
+        Ok(())
+    }
+
+    /// Adds a new bucket, written to `meta.slot`, with its catalog note.
+    fn add_bucket(
+        &mut self,
+        block: BlockBuf,
+        min: KeyPath,
+        meta: BucketMeta,
+        extents: impl Iterator<Item = (u64, u64)>,
+    ) {
         self.writes.push(BlockWrite {
             target: Target::Buckets,
-            index: new_slot as u64,
-            block: patched.block,
+            index: meta.slot as u64,
+            block,
         });
-        let extents = patched.extents;
-        self.notes.add(Target::Buckets, new_slot, |b| {
-            Directory::note(&min, &meta, extents.iter().copied(), b)
+        self.notes.add(Target::Buckets, meta.slot, |b| {
+            Directory::note(&min, &meta, extents, b)
         });
         self.added.push((min, meta));
-        Ok(())
     }
 
     /// Writes `run` out as buckets, each to a free slot; the run's old slots
@@ -315,17 +321,13 @@ impl ValuePlan {
         for part in split(entries) {
             let slot = self.space.allocate()?;
             let block = bucket::encode(&part, self.seqno);
-            self.writes.push(BlockWrite {
-                target: Target::Buckets,
-                index: slot as u64,
-                block,
-            });
             let (min, meta) = dir.summarize(slot, part.iter().map(|e| &e.key));
-            let extents = part.iter().filter_map(|e| e.stored.extent());
-            self.notes.add(Target::Buckets, slot, |b| {
-                Directory::note(&min, &meta, extents, b)
-            });
-            self.added.push((min, meta));
+            self.add_bucket(
+                block,
+                min,
+                meta,
+                part.iter().filter_map(|e| e.stored.extent()),
+            );
         }
         Ok(())
     }
