@@ -13,6 +13,8 @@ pub(super) const PAYLOAD: usize = CHECKSUM - HEADER;
 /// The largest value stored in its bucket; longer ones go to the overflow file.
 pub(crate) const INLINE_MAX: usize = 254;
 const OVERFLOW_TAG: u8 = 255;
+/// Bytes after an overflow entry's tag: length, hash, start block.
+const OVERFLOW_BODY: usize = 4 + 32 + 8;
 
 /// Values up to this long are held inside [`InlineValue`], with no heap
 /// allocation: balances, nonces and storage slots all fit.
@@ -78,7 +80,7 @@ impl Stored {
     fn encoded_len(&self) -> usize {
         match self {
             Stored::Inline(v) => 1 + v.as_slice().len(),
-            Stored::Overflow { .. } => 1 + 4 + 32 + 8,
+            Stored::Overflow { .. } => 1 + OVERFLOW_BODY,
         }
     }
 }
@@ -110,7 +112,6 @@ pub(super) fn encode(entries: &[BucketEntry], seqno: u64) -> BlockBuf {
     b.0[0..4].copy_from_slice(MAGIC);
     b.0[4..6].copy_from_slice(&VERSION.to_le_bytes());
     b.0[6..8].copy_from_slice(&(entries.len() as u16).to_le_bytes());
-    b.put_u64(8, seqno);
     let mut at = HEADER;
     for e in entries {
         b.0[at..at + 32].copy_from_slice(&e.key);
@@ -127,14 +128,29 @@ pub(super) fn encode(entries: &[BucketEntry], seqno: u64) -> BlockBuf {
                 b.0[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
                 b.0[at + 5..at + 37].copy_from_slice(hash);
                 b.put_u64(at + 37, *start);
-                at += 45;
+                at += 1 + OVERFLOW_BODY;
             }
         }
     }
     b.0[at..CHECKSUM].fill(0);
+    seal(&mut b, seqno);
+    b
+}
+
+/// Stamps a bucket's block as commit `seqno`'s and sets its checksum.
+fn seal(b: &mut Block, seqno: u64) {
+    b.put_u64(8, seqno);
     let sum = b.checksum(CHECKSUM);
     b.put_u64(CHECKSUM, sum);
-    b
+}
+
+/// Bytes an entry holds after its key and tag byte.
+fn body_len(tag: u8) -> usize {
+    if tag == OVERFLOW_TAG {
+        OVERFLOW_BODY
+    } else {
+        tag as usize
+    }
 }
 
 /// Whether a block is a bucket (checksum and magic), without decoding it.
@@ -262,14 +278,7 @@ impl Entries<'_> {
             {
                 return;
             }
-            let tag = self.b.0[self.at + 32];
-            let end = self.at
-                + 33
-                + if tag == OVERFLOW_TAG {
-                    44
-                } else {
-                    tag as usize
-                };
+            let end = self.at + 33 + body_len(self.b.0[self.at + 32]);
             if end > CHECKSUM {
                 return;
             }
@@ -297,11 +306,11 @@ impl<'a> Iterator for Entries<'a> {
         let tag = b.0[at + 32];
         let body = at + 33;
         if tag == OVERFLOW_TAG {
-            if body + 44 > CHECKSUM {
+            if body + OVERFLOW_BODY > CHECKSUM {
                 self.left = 0;
                 return Some(Err(bad()));
             }
-            self.at = body + 44;
+            self.at = body + OVERFLOW_BODY;
             Some(Ok(EntryRef {
                 key,
                 end: self.at,
@@ -399,9 +408,7 @@ pub(super) fn patch(
     for (at, _, new) in spots {
         block.0[at - new.len()..at].copy_from_slice(new);
     }
-    block.put_u64(8, seqno);
-    let sum = block.checksum(CHECKSUM);
-    block.put_u64(CHECKSUM, sum);
+    seal(&mut block, seqno);
     Ok(Some(Patched {
         block,
         previous,
