@@ -219,18 +219,25 @@ impl Fetcher {
         }
     }
 
-    /// Hands the stores the pages on `hint`'s path, top down, and its bucket,
-    /// as it asks.
+    /// Hands the stores the pages on `hint`'s path, top down, and its buckets,
+    /// as it asks: the key's own, and with its pages those under the first
+    /// page not stored, whose subtree the commit rebuilds from them.
     fn fetch(&mut self, shared: &Arc<Shared>, hint: Hint) {
         let key = &hint.key;
+        let mut elided = None;
         for level in (0..=MAX_PAGE_LEVEL).take_while(|_| hint.pages) {
             let id = PageId::on_path(key, level);
             if shared.pages.prefetch(&id, &mut self.fetches) == Prefetch::Absent {
+                elided = Some(id.root_depth());
                 break;
             }
         }
-        if hint.bucket {
-            shared.values.prefetch(key, &mut self.fetches);
+        match elided {
+            Some(depth) => shared
+                .values
+                .prefetch(key, depth, hint.bucket, &mut self.fetches),
+            None if hint.bucket => shared.values.prefetch(key, 256, true, &mut self.fetches),
+            None => {}
         }
     }
 }

@@ -122,7 +122,7 @@ impl PagePlan {
 /// What asking to prefetch a page did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Prefetch {
-    /// Nothing: it is in RAM (or, on a resident level, not stored).
+    /// Nothing: it is in RAM.
     Cached,
     /// Nothing: it is not stored.
     Absent,
@@ -291,9 +291,13 @@ impl PageStore {
         id: &PageId,
         fetches: &mut Fetches<W>,
     ) -> Prefetch {
-        // The resident levels are read at open and kept: a stored one is cached.
-        if id.level() < cache::RESIDENT_LEVELS || self.cache.contains(id) {
+        if self.cache.contains(id) {
             return Prefetch::Cached;
+        }
+        // The resident levels are read at open and kept: one not cached is
+        // not stored.
+        if id.level() < cache::RESIDENT_LEVELS {
+            return Prefetch::Absent;
         }
         let (generation, candidates) = {
             let slots = self.slots.read();

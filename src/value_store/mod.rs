@@ -130,24 +130,35 @@ impl ValueStore {
         self.counts.get()
     }
 
-    /// Starts reading into `fetches` the bucket whose range covers `key`,
-    /// unless it is cached. Also for an absent key: the commit that inserts
-    /// it reads that bucket, to rebuild the key's subtree and to add the
-    /// entry.
-    pub(crate) fn prefetch<W: From<BucketRead>>(&self, key: &KeyPath, fetches: &mut Fetches<W>) {
-        let read = {
+    /// Starts reading into `fetches`, unless cached, the buckets a commit of
+    /// `key` reads: those holding keys under its first `depth` bits (the
+    /// subtree the trie update rebuilds from them, which may begin in the
+    /// bucket before `key`'s), with `key`'s own bucket only if `own` (not
+    /// when its caller is reading it now). Also for an absent key: the commit
+    /// that inserts it reads the bucket its range falls in.
+    pub(crate) fn prefetch<W: From<BucketRead>>(
+        &self,
+        key: &KeyPath,
+        depth: usize,
+        own: bool,
+        fetches: &mut Fetches<W>,
+    ) {
+        let (slots, generation) = {
             let state = self.state.read();
             let Some((_, meta)) = state.dir.bucket_of(key) else {
                 return;
             };
-            BucketRead {
-                slot: meta.slot,
-                generation: state.published.generation(),
-            }
+            // `key`'s own bucket is among them: its smallest key lies
+            // between the prefix and `key`.
+            let mut slots = state.dir.overlapping(&prefix(key, depth), depth);
+            slots.retain(|&slot| own || slot != meta.slot);
+            (slots, state.published.generation())
         };
-        if !self.cache.contains(&read.slot) {
-            let slot = read.slot;
-            fetches.start(&self.store, Target::Buckets, slot, W::from(read));
+        for slot in slots {
+            if !self.cache.contains(&slot) {
+                let read = BucketRead { slot, generation };
+                fetches.start(&self.store, Target::Buckets, slot, W::from(read));
+            }
         }
     }
 

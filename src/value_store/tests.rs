@@ -7,7 +7,7 @@ use super::{BucketRead, ValueStore, INLINE_MAX};
 use crate::block::BLOCK_SIZE;
 use crate::store::{Fetches, Store, StoreConfig, Target};
 use crate::test_support::{cases, commit_values, faulty_store, splice, Rng};
-use crate::trie::{hash_value, shares_prefix, KeyPath};
+use crate::trie::{common_prefix_len, hash_value, shares_prefix, KeyPath};
 use crate::Error;
 
 type Changes = BTreeMap<KeyPath, Option<Vec<u8>>>;
@@ -42,12 +42,77 @@ fn a_prefetched_bucket_answers_the_read_that_follows() {
     let (store, values) = open(dir.path());
     let before = reads(&store);
     let mut fetches = Fetches::<BucketRead>::new();
-    values.prefetch(&key(1), &mut fetches);
+    values.prefetch(&key(1), 256, true, &mut fetches);
     let done = fetches.arrivals().recv().unwrap();
     let (read, block) = fetches.finish(done).unwrap();
     values.offer(read, block.expect("the read succeeded"));
     assert_eq!(values.get(&key(1)).unwrap(), Some(vec![1; 8]));
     assert_eq!(reads(&store) - before, 1, "the read came from the prefetch");
+}
+
+/// Runs `fetches` to the end, caching what arrives; returns the reads made.
+fn settle(values: &ValueStore, fetches: &mut Fetches<BucketRead>) -> usize {
+    let mut n = 0;
+    while fetches.len() > 0 {
+        let done = fetches.arrivals().recv().unwrap();
+        if let Some((read, Some(block))) = fetches.finish(done) {
+            values.offer(read, block);
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn a_prefetch_reads_every_bucket_under_the_keys_subtree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, values) = open(dir.path());
+    let model: BTreeMap<KeyPath, Vec<u8>> = (0..5_000).map(|i| (key(i), vec![i as u8])).collect();
+    commit(
+        &store,
+        &values,
+        model.iter().map(|(k, v)| (*k, Some(v.clone()))).collect(),
+    );
+    let mins: Vec<KeyPath> = values
+        .state
+        .read()
+        .dir
+        .sizes()
+        .map(|(min, ..)| min)
+        .collect();
+    assert!(mins.len() > 10, "{} buckets", mins.len());
+    drop((store, values));
+    let mut checked = 0;
+    for min in &mins[1..] {
+        // The prefix the bucket's first key shares with the key before it:
+        // its subtree begins in the bucket before.
+        let before = *model.range(..*min).next_back().unwrap().0;
+        let depth = common_prefix_len(&before, min);
+        let (store, values) = open(dir.path());
+        let mut fetches = Fetches::<BucketRead>::new();
+        values.prefetch(min, depth, false, &mut fetches);
+        let prefetched = settle(&values, &mut fetches);
+        let at = reads(&store);
+        let got = values.entries_with_prefix(min, depth).unwrap();
+        assert_eq!(reads(&store) - at, 1, "only the key's own bucket is read");
+        assert!(
+            prefetched >= 1 && got.len() >= 2,
+            "{prefetched} {}",
+            got.len()
+        );
+        assert!(got.iter().any(|(k, _)| *k == before));
+        drop((store, values));
+        let (store, values) = open(dir.path());
+        values.prefetch(min, depth, true, &mut fetches);
+        assert_eq!(settle(&values, &mut fetches), prefetched + 1, "and its own");
+        let at = reads(&store);
+        values.entries_with_prefix(min, depth).unwrap();
+        assert_eq!(reads(&store) - at, 0, "all of them came from the prefetch");
+        checked += 1;
+        if checked == 5 {
+            break;
+        }
+    }
 }
 
 #[test]

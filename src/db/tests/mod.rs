@@ -2,6 +2,7 @@
 
 mod bounds;
 mod history;
+mod prefetch;
 mod refusals;
 
 use std::collections::BTreeMap;

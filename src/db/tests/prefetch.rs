@@ -1,0 +1,64 @@
+//! What hints load: everything the commit of the hinted keys reads.
+
+use std::time::{Duration, Instant};
+
+use crate::test_support::key;
+use crate::{Db, Options};
+
+/// Waits until the fetcher has taken every hint and reads have stopped
+/// arriving for a while.
+fn settle(db: &Db) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = (u64::MAX, Instant::now());
+    loop {
+        let metrics = db.metrics();
+        if metrics.hints_queued > 0 || metrics.reads_issued != last.0 {
+            last = (metrics.reads_issued, Instant::now());
+        } else if last.1.elapsed() > Duration::from_millis(200) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "reads never stopped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// With 50,000 keys the pages end two levels down, so a key's subtree below
+/// them (a dozen keys) may begin in the bucket before the key's own. Keys
+/// read then written, and keys hinted then deleted: no commit of them reads
+/// (an insert may: a full bucket takes in the next one).
+#[test]
+fn a_commit_of_hinted_keys_reads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        let session = db.begin_session();
+        for i in 0..50_000 {
+            session.write(key(i), Some(vec![i as u8; 8]));
+        }
+        session.commit().unwrap();
+    }
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    settle(&db);
+    let session = db.begin_session();
+    let (read, deleted): (Vec<u64>, Vec<u64>) = (0..1000).map(|i| i * 47).partition(|i| i % 2 == 0);
+    for &i in &read {
+        assert_eq!(session.read(&key(i)).unwrap(), Some(vec![i as u8; 8]));
+    }
+    for &i in &deleted {
+        session.warm_up(&key(i));
+    }
+    settle(&db);
+    for &i in &read {
+        session.write(key(i), Some(vec![!i as u8; 8]));
+    }
+    for &i in &deleted {
+        session.write(key(i), None);
+    }
+    let before = db.metrics().reads_issued;
+    session.commit_and_prove().unwrap();
+    assert_eq!(
+        db.metrics().reads_issued - before,
+        0,
+        "blocks read by the commit"
+    );
+}
