@@ -20,7 +20,15 @@ use crate::trie::{KeyPath, KeyWords};
 pub(super) struct BucketMeta {
     pub(super) slot: u32,
     fingerprints: Box<[u16]>,
+    /// The first 64 bits of the bucket's largest key ([`UNKNOWN_LAST`] for a
+    /// bucket noted before they were kept): a prefix query whose range
+    /// begins in this bucket, past every key it holds, skips its read.
+    last: u64,
 }
+
+/// The `last` of a bucket whose largest key is not known: above every
+/// prefix, so no query skips it.
+const UNKNOWN_LAST: u64 = u64::MAX;
 
 impl BucketMeta {
     /// The same bucket's summary, its keys unchanged, rewritten to `slot`.
@@ -28,6 +36,7 @@ impl BucketMeta {
         BucketMeta {
             slot,
             fingerprints: self.fingerprints.clone(),
+            last: self.last,
         }
     }
 }
@@ -158,14 +167,22 @@ impl Directory {
     /// Buckets that may hold keys starting with the first `depth` bits of `prefix`
     /// (which has every later bit zero), in key order.
     pub(super) fn overlapping(&self, prefix: &KeyPath, depth: usize) -> Vec<u32> {
-        let Some(first) = self.position(&KeyWords::new(prefix)) else {
+        let at = KeyWords::new(prefix);
+        let Some(mut first) = self.position(&at) else {
             return Vec::new();
         };
+        // The bucket the prefix's range begins in often ends below it (a cut
+        // between subtrees): its largest key's first bits are then smaller.
+        let bits = depth.min(64);
+        let mask = u64::MAX.checked_shl((64 - bits) as u32).unwrap_or(0);
+        let skip = (self.metas[first].last & mask) < (at.first_word() & mask);
         let later = self.mins[first + 1..]
             .iter()
             .take_while(|min| crate::trie::shares_prefix(&min.key(), prefix, depth))
             .count();
-        self.metas[first..first + 1 + later]
+        let end = first + 1 + later;
+        first += skip as usize;
+        self.metas[first..end]
             .iter()
             .map(|meta| meta.slot)
             .collect()
@@ -180,14 +197,20 @@ impl Directory {
         slot: u32,
         keys: impl Iterator<Item = &'k KeyPath>,
     ) -> (KeyPath, BucketMeta) {
-        let mut min = None;
+        let (mut min, mut last) = (None, UNKNOWN_LAST);
         let fingerprints = keys
             .inspect(|k| {
                 min.get_or_insert(**k);
+                last = KeyWords::new(k).first_word();
             })
             .map(|k| self.fingerprint(k))
             .collect();
-        (min.unwrap_or_default(), BucketMeta { slot, fingerprints })
+        let meta = BucketMeta {
+            slot,
+            fingerprints,
+            last,
+        };
+        (min.unwrap_or_default(), meta)
     }
 
     /// Drops the buckets whose smallest keys are `removed` and adds those
@@ -319,6 +342,7 @@ impl Directory {
             count += 1;
         }
         out[at..at + 4].copy_from_slice(&count.to_le_bytes());
+        out.extend_from_slice(&meta.last.to_le_bytes());
     }
 
     /// The bucket in `slot` from its catalog note ([`Directory::note`]).
@@ -343,9 +367,18 @@ impl Directory {
                 )
             })
             .collect();
+        // Notes written before the largest key was kept end here.
+        let last = match r.remaining() {
+            0 => UNKNOWN_LAST,
+            _ => r.u64()?,
+        };
         (n > 0 && r.remaining() == 0).then_some(Noted {
             min,
-            meta: BucketMeta { slot, fingerprints },
+            meta: BucketMeta {
+                slot,
+                fingerprints,
+                last,
+            },
             extents,
         })
     }
@@ -362,6 +395,7 @@ mod tests {
         BucketMeta {
             slot,
             fingerprints: vec![0; entries].into(),
+            last: UNKNOWN_LAST,
         }
     }
 

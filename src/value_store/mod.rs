@@ -148,10 +148,13 @@ impl ValueStore {
             let Some((_, meta)) = state.dir.bucket_of(key) else {
                 return;
             };
-            // `key`'s own bucket is among them: its smallest key lies
-            // between the prefix and `key`.
             let mut slots = state.dir.overlapping(&prefix(key, depth), depth);
             slots.retain(|&slot| own || slot != meta.slot);
+            // An absent key's bucket may end below it, holding none of the
+            // keys under the prefix: the insert still reads it.
+            if own && !slots.contains(&meta.slot) {
+                slots.insert(0, meta.slot);
+            }
             (slots, state.published.generation())
         };
         for slot in slots {

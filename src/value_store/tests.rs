@@ -115,6 +115,63 @@ fn a_prefetch_reads_every_bucket_under_the_keys_subtree() {
     }
 }
 
+/// A prefix whose range begins in one bucket, past every key it holds, and
+/// goes on in the next: the query reads only the buckets from the next on.
+#[test]
+fn a_prefix_query_skips_a_bucket_that_ends_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, values) = open(dir.path());
+    let model: BTreeMap<KeyPath, Vec<u8>> = (0..5_000).map(|i| (key(i), vec![i as u8])).collect();
+    commit(
+        &store,
+        &values,
+        model.iter().map(|(k, v)| (*k, Some(v.clone()))).collect(),
+    );
+    let mins: Vec<KeyPath> = values
+        .state
+        .read()
+        .dir
+        .sizes()
+        .map(|(min, ..)| min)
+        .collect();
+    drop((store, values));
+    for min in &mins[1..6] {
+        let before = *model.range(..*min).next_back().unwrap().0;
+        // One bit past where the bucket's first key parts from the key before.
+        let depth = common_prefix_len(&before, min) + 1;
+        let (store, values) = open(dir.path());
+        // The buckets from this one on that start under the prefix.
+        let under = mins.iter().filter(|m| shares_prefix(m, min, depth)).count();
+        let at = reads(&store);
+        let got = values.entries_with_prefix(min, depth).unwrap();
+        assert_eq!(reads(&store) - at, under as u64, "buckets read");
+        let expected: Vec<_> = model
+            .range(*min..)
+            .take_while(|(k, _)| shares_prefix(k, min, depth))
+            .map(|(k, v)| (*k, hash_value(v)))
+            .collect();
+        assert_eq!(got, expected);
+    }
+}
+
+/// The largest key a bucket note records is new: a note without it still
+/// opens, and queries then read the bucket as before.
+#[test]
+fn notes_without_the_largest_key_still_open() {
+    use super::directory::Directory;
+    let min = key(1);
+    let dir = Directory::new(7);
+    let (_, meta) = dir.summarize(3, [key(1)].iter());
+    let mut note = Vec::new();
+    Directory::note(&min, &meta, std::iter::empty(), &mut note);
+    assert!(Directory::from_note(3, &note).is_some());
+    note.truncate(note.len() - 8);
+    let old = Directory::from_note(3, &note).expect("a note as written before");
+    assert_eq!(old.min, min);
+    note.push(0);
+    assert!(Directory::from_note(3, &note).is_none(), "a torn field");
+}
+
 #[test]
 fn random_changes_match_a_model_across_reopens() {
     let dir = tempfile::tempdir().unwrap();
