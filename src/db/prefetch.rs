@@ -1,5 +1,6 @@
-//! The page fetcher: loads the trie pages on a key's path and the bucket of its
-//! value into the stores' caches, on the I/O engine, while execution goes on.
+//! The page fetcher: loads the trie pages on a key's path and the buckets its
+//! commit reads (its value's, and those its elided subtree spans) into the
+//! stores' caches, on the I/O engine, while execution goes on.
 //!
 //! One thread per database, many reads in flight. It only fills caches, and only
 //! with committed blocks: the stores check each block's generation on arrival.

@@ -1,7 +1,8 @@
 //! Which bucket holds a key, and whether it may: the value store's RAM summary.
 //!
 //! Buckets hold contiguous key ranges; the directory maps each bucket's smallest
-//! key to its slot and a 16-bit fingerprint per entry. A key belongs to the bucket
+//! key to its slot, a 16-bit fingerprint per entry and the first bits of its
+//! largest key (so a prefix query can skip a bucket that ends below it). A key belongs to the bucket
 //! with the greatest smallest-key not above it (the first bucket for keys below
 //! all), so every key has exactly one bucket and a lookup costs no I/O; a key
 //! whose fingerprint the bucket lacks is absent without a read.
@@ -31,6 +32,17 @@ pub(super) struct BucketMeta {
 const UNKNOWN_LAST: u64 = u64::MAX;
 
 impl BucketMeta {
+    /// Whether its largest key is known (not for a bucket noted before
+    /// they were kept).
+    pub(super) fn knows_last(&self) -> bool {
+        self.last != UNKNOWN_LAST
+    }
+
+    /// Records `key` as its largest.
+    pub(super) fn learn_last(&mut self, key: &KeyPath) {
+        self.last = KeyWords::new(key).first_word();
+    }
+
     /// The same bucket's summary, its keys unchanged, rewritten to `slot`.
     pub(super) fn moved_to(&self, slot: u32) -> BucketMeta {
         BucketMeta {
@@ -148,6 +160,15 @@ impl Directory {
         let end = first.saturating_add(count).min(self.mins.len());
         let slots = self.metas[first..end].iter().map(|m| m.slot).collect();
         (slots, self.mins.get(end).map(KeyWords::key))
+    }
+
+    /// Forgets every bucket's largest key, as notes written before they were
+    /// kept leave them.
+    #[cfg(test)]
+    pub(super) fn forget_lasts(&mut self) {
+        for meta in &mut self.metas {
+            meta.last = UNKNOWN_LAST;
+        }
     }
 
     /// Every bucket's smallest key, slot and entry count, in key order.

@@ -1,8 +1,8 @@
 //! The value store (docs/design.md section 3): every key's value in the `buckets` file,
 //! 4 KiB buckets of entries sorted by key, each bucket one contiguous key range.
 //!
-//! A directory in RAM (a B-tree on each bucket's smallest key, with a 16-bit
-//! seeded fingerprint per entry) finds a key's bucket with no I/O, and the
+//! A directory in RAM (each bucket's smallest key in a sorted array, with a
+//! 16-bit seeded fingerprint per entry) finds a key's bucket with no I/O, and the
 //! fingerprints say when a key is certainly absent, so a read costs one bucket
 //! read, or none.
 //!
@@ -18,6 +18,8 @@
 //! is freed. A prefix deeper than the bit where a cut's two keys part never spans
 //! that cut, so the keys under a deep prefix (an elided page's) usually come from
 //! one bucket read: how the trie rebuilds elided pages and finds leaf preimages.
+//! The directory also keeps the first bits of each bucket's largest key, so a
+//! prefix whose range begins past the last key of a bucket does not read it.
 //! Values longer than [`INLINE_MAX`] live in the `overflow` file; their bucket
 //! entry keeps the value hash.
 //!
@@ -131,11 +133,10 @@ impl ValueStore {
     }
 
     /// Starts reading into `fetches`, unless cached, the buckets a commit of
-    /// `key` reads: those holding keys under its first `depth` bits (the
-    /// subtree the trie update rebuilds from them, which may begin in the
-    /// bucket before `key`'s), with `key`'s own bucket only if `own` (not
-    /// when its caller is reading it now). Also for an absent key: the commit
-    /// that inserts it reads the bucket its range falls in.
+    /// `key` reads to rebuild the subtree under its first `depth` bits (which
+    /// may begin in the bucket before `key`'s), and `key`'s own bucket only if
+    /// `own` (false when the caller reads it itself). Also for an absent key:
+    /// the commit that inserts it reads the bucket its range falls in.
     pub(crate) fn prefetch<W: From<BucketRead>>(
         &self,
         key: &KeyPath,

@@ -260,7 +260,14 @@ impl ValuePlan {
         self.removed.push(min);
         self.freed_slots.push(meta.slot);
         let slot = self.space.allocate()?;
-        let meta = meta.moved_to(slot);
+        let mut meta = meta.moved_to(slot);
+        // Noted before the largest key was kept: learned now, as a full
+        // rewrite would.
+        if !meta.knows_last() {
+            if let Some(last) = bucket::entries(&patched.block)?.last() {
+                meta.learn_last(&last?.key);
+            }
+        }
         self.add_bucket(patched.block, min, meta, patched.extents.into_iter());
         Ok(())
     }

@@ -155,21 +155,54 @@ fn a_prefix_query_skips_a_bucket_that_ends_below_it() {
 }
 
 /// The largest key a bucket note records is new: a note without it still
-/// opens, and queries then read the bucket as before.
+/// opens, and prefix queries then never skip its bucket.
 #[test]
 fn notes_without_the_largest_key_still_open() {
     use super::directory::Directory;
-    let min = key(1);
-    let dir = Directory::new(7);
-    let (_, meta) = dir.summarize(3, [key(1)].iter());
+    let (low, high) = ([0x10; 32], [0x80; 32]);
+    let summary = Directory::new(7);
     let mut note = Vec::new();
-    Directory::note(&min, &meta, std::iter::empty(), &mut note);
-    assert!(Directory::from_note(3, &note).is_some());
-    note.truncate(note.len() - 8);
-    let old = Directory::from_note(3, &note).expect("a note as written before");
-    assert_eq!(old.min, min);
-    note.push(0);
-    assert!(Directory::from_note(3, &note).is_none(), "a torn field");
+    let (_, meta) = summary.summarize(1, [low].iter());
+    Directory::note(&low, &meta, std::iter::empty(), &mut note);
+    let old_note = note[..note.len() - 8].to_vec();
+    // A prefix whose range lies between the two buckets: in the first's
+    // range, past its only key.
+    let (at, depth) = ([0x40; 32], 2);
+    for (note, skipped) in [(&note, true), (&old_note, false)] {
+        let noted = Directory::from_note(1, note).expect("a note as written");
+        assert_eq!(noted.min, low);
+        let mut dir = Directory::new(7);
+        let (_, next) = summary.summarize(2, [high].iter());
+        dir.apply(&[], vec![(low, noted.meta), (high, next)]);
+        let want = if skipped { vec![] } else { vec![1] };
+        assert_eq!(dir.overlapping(&at, depth), want, "skipped: {skipped}");
+    }
+    let mut torn = old_note;
+    torn.push(0);
+    assert!(Directory::from_note(1, &torn).is_none(), "a torn field");
+}
+
+/// A bucket noted before largest keys were kept learns its own when a commit
+/// writes it over in place, as a full rewrite's summary would.
+#[test]
+fn a_bucket_written_over_learns_its_largest_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, values) = open(dir.path());
+    commit(
+        &store,
+        &values,
+        (0..5_000).map(|i| (key(i), Some(vec![i as u8]))).collect(),
+    );
+    values.state.write().dir.forget_lasts();
+    commit(&store, &values, Changes::from([(key(7), Some(vec![9]))]));
+    let state = values.state.read();
+    let knows = |k: &KeyPath| state.dir.bucket_of(k).unwrap().1.knows_last();
+    assert!(knows(&key(7)));
+    let elsewhere = (0..5_000).map(key).filter(|k| !knows(k)).count();
+    assert!(
+        elsewhere > 4_000,
+        "{elsewhere} keys in buckets still unknown"
+    );
 }
 
 #[test]

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 use crate::test_support::key;
 use crate::{Db, Options};
 
-/// Waits until the fetcher has taken every hint and reads have stopped
-/// arriving for a while.
+/// Waits until the fetcher has taken every hint and started no read for half
+/// a second, so the reads it started have arrived.
 fn settle(db: &Db) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = (u64::MAX, Instant::now());
@@ -14,7 +14,7 @@ fn settle(db: &Db) {
         let metrics = db.metrics();
         if metrics.hints_queued > 0 || metrics.reads_issued != last.0 {
             last = (metrics.reads_issued, Instant::now());
-        } else if last.1.elapsed() > Duration::from_millis(200) {
+        } else if last.1.elapsed() > Duration::from_millis(500) {
             return;
         }
         assert!(Instant::now() < deadline, "reads never stopped");

@@ -312,6 +312,31 @@ mod tests {
         assert_eq!(notes_on_disk(dir.path(), &map, lengths), streamed);
     }
 
+    /// Version 1 files (bucket notes without the largest key) are still
+    /// read; a version not known yet is not.
+    #[test]
+    fn a_catalog_file_of_a_known_version_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Io::start(IoBackend::ThreadPool, None).unwrap();
+        let mut notes = Notes::default();
+        note(&mut notes, Target::Pages, 1, "p1");
+        catalog_file(dir.path(), &io, 1, Source::Notes(&notes));
+        let path = dir.path().join(FILE);
+        let written = std::fs::read(&path).unwrap();
+        for (version, read) in [(1u64, true), (2, true), (3, false)] {
+            let mut bytes = written.clone();
+            bytes[8..16].copy_from_slice(&version.to_le_bytes());
+            let sum = twox_hash::XxHash3_64::oneshot(&bytes[..super::super::CHECKSUM]);
+            bytes[super::super::CHECKSUM..BLOCK_SIZE].copy_from_slice(&sum.to_le_bytes());
+            std::fs::write(&path, bytes).unwrap();
+            assert_eq!(
+                read_file(&dir_of(dir.path())).is_some(),
+                read,
+                "version {version}"
+            );
+        }
+    }
+
     #[test]
     fn an_unsorted_or_damaged_catalog_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();

@@ -37,7 +37,11 @@ const FILE: &str = "catalog";
 const FILE_NEW: &str = "catalog.new";
 const FILE_MAGIC: &[u8; 8] = b"ptcatsnp";
 const RECORD_MAGIC: &[u8; 8] = b"ptcatrec";
-const VERSION: u64 = 1;
+/// Version 2 added the largest key's first bits to bucket notes; a version 1
+/// file is still read (its bucket notes end before them). An older build
+/// finds a version 2 file unusable and rebuilds the catalog by a scan.
+const VERSION: u64 = 2;
+const OLDEST_READ: u64 = 1;
 const CHECKSUM: usize = 4088;
 /// A note entry's header: target, slot, length.
 const ENTRY_HEADER: usize = 9;
@@ -315,7 +319,7 @@ impl Header {
         let valid = block.len() == BLOCK_SIZE
             && &block[0..8] == FILE_MAGIC
             && u64_at(block, CHECKSUM) == twox_hash::XxHash3_64::oneshot(&block[..CHECKSUM])
-            && u64_at(block, 8) == VERSION;
+            && (OLDEST_READ..=VERSION).contains(&u64_at(block, 8));
         valid.then(|| Header {
             base: u64_at(block, 16),
             seed: u64_at(block, 24),
