@@ -15,7 +15,7 @@ use super::Shared;
 use crate::page_store::{PageRead, Prefetch};
 use crate::store::Fetches;
 use crate::trie::page_id::{PageId, MAX_PAGE_LEVEL};
-use crate::trie::KeyPath;
+use crate::trie::{KeyPath, MAX_DEPTH};
 use crate::value_store::BucketRead;
 
 /// What to load for a key.
@@ -237,7 +237,10 @@ impl Fetcher {
             Some(depth) => shared
                 .values
                 .prefetch(key, depth, hint.bucket, &mut self.fetches),
-            None if hint.bucket => shared.values.prefetch(key, 256, true, &mut self.fetches),
+            // Under all of its bits: the key's own bucket alone.
+            None if hint.bucket => shared
+                .values
+                .prefetch(key, MAX_DEPTH, true, &mut self.fetches),
             None => {}
         }
     }

@@ -2,10 +2,11 @@
 //!
 //! Buckets hold contiguous key ranges; the directory maps each bucket's smallest
 //! key to its slot, a 16-bit fingerprint per entry and the first bits of its
-//! largest key (so a prefix query can skip a bucket that ends below it). A key belongs to the bucket
-//! with the greatest smallest-key not above it (the first bucket for keys below
-//! all), so every key has exactly one bucket and a lookup costs no I/O; a key
-//! whose fingerprint the bucket lacks is absent without a read.
+//! largest key (so a prefix query can skip a bucket that ends below it). A key
+//! belongs to the bucket with the greatest smallest-key not above it (the first
+//! bucket for keys below all), so every key has exactly one bucket and a lookup
+//! costs no I/O; a key whose fingerprint the bucket lacks is absent without a
+//! read.
 //!
 //! The smallest keys lie in one sorted array, with an index by their top bits
 //! that narrows a lookup to the few buckets sharing them: a read, a hint, the
@@ -289,23 +290,12 @@ impl Directory {
         }
         // In place: a second copy of both arrays (130 MB at 2^27) would sit
         // beside them in every commit that splits or merges a bucket.
-        let mut next = deletes.iter().copied().peekable();
-        let mut i = 0;
-        self.metas.retain(|meta| {
-            let gone = next.next_if_eq(&i).is_some();
-            if gone {
-                self.entries -= meta.fingerprints.len();
-            }
-            i += 1;
-            !gone
-        });
-        let mut next = deletes.iter().copied().peekable();
-        let mut i = 0;
-        self.mins.retain(|_| {
-            let gone = next.next_if_eq(&i).is_some();
-            i += 1;
-            !gone
-        });
+        self.entries -= deletes
+            .iter()
+            .map(|&i| self.metas[i].fingerprints.len())
+            .sum::<usize>();
+        remove_at(&mut self.metas, &deletes);
+        remove_at(&mut self.mins, &deletes);
         // Inserts from the last: the buckets above each move up by the
         // inserts still to place, each bucket once.
         let mut src = self.mins.len();
@@ -411,6 +401,18 @@ impl Directory {
             extents,
         })
     }
+}
+
+/// Removes the items at `positions` (ascending, distinct) from `v`, moving
+/// each kept one once.
+fn remove_at<T>(v: &mut Vec<T>, positions: &[usize]) {
+    let mut gone = positions.iter().peekable();
+    let mut i = 0;
+    v.retain(|_| {
+        let drop = gone.next_if_eq(&&i).is_some();
+        i += 1;
+        !drop
+    });
 }
 
 #[cfg(test)]

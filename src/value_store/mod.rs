@@ -149,12 +149,12 @@ impl ValueStore {
             let Some((_, meta)) = state.dir.bucket_of(key) else {
                 return;
             };
+            // `key`'s own bucket apart: an absent key's may end below the
+            // prefix, holding none of its keys, and the insert still reads it.
             let mut slots = state.dir.overlapping(&prefix(key, depth), depth);
-            slots.retain(|&slot| own || slot != meta.slot);
-            // An absent key's bucket may end below it, holding none of the
-            // keys under the prefix: the insert still reads it.
-            if own && !slots.contains(&meta.slot) {
-                slots.insert(0, meta.slot);
+            slots.retain(|&slot| slot != meta.slot);
+            if own {
+                slots.push(meta.slot);
             }
             (slots, state.published.generation())
         };
