@@ -1,6 +1,6 @@
 //! Sessions: a block's reads and buffered writes, then its commit.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -100,41 +100,10 @@ pub struct Session {
     writes: Mutex<BTreeMap<KeyWords, Option<Vec<u8>>>>,
     /// Keys read and the hash of the value each had, if present.
     reads: Mutex<Vec<(KeyPath, Option<ValueHash>)>>,
-    hints: Mutex<Hinting>,
+    /// The keys hinted, each sent once: the fetcher's cache checks for a
+    /// key cost more than this set's probe.
+    hinted: Mutex<HashSet<KeyPath>>,
 }
-
-/// A session's hints: each key's once, since the fetcher's cache checks for
-/// a key cost more than a cached read; those not yet sent go in batches,
-/// since waking its thread per key costs more still.
-#[derive(Default)]
-struct Hinting {
-    /// Not yet sent to the fetcher.
-    batch: Vec<Hint>,
-    /// What was hinted of each key.
-    hinted: HashMap<KeyPath, Hinted>,
-}
-
-impl Hinting {
-    /// Marks `dropped` (hints the full queue refused) as not hinted, so the
-    /// key's next read or write hints it again.
-    fn forget(&mut self, dropped: &[Hint]) {
-        for hint in dropped {
-            if let Some(hinted) = self.hinted.get_mut(&hint.key) {
-                hinted.pages &= !hint.pages;
-                hinted.bucket &= !hint.bucket;
-            }
-        }
-    }
-}
-
-#[derive(Default)]
-struct Hinted {
-    pages: bool,
-    bucket: bool,
-}
-
-/// Hints sent to the fetcher at once, unless one is urgent.
-const HINT_BATCH: usize = 32;
 
 impl Session {
     /// A session on `base`.
@@ -144,33 +113,7 @@ impl Session {
             base,
             writes: Mutex::new(BTreeMap::new()),
             reads: Mutex::new(Vec::new()),
-            hints: Mutex::new(Hinting::default()),
-        }
-    }
-
-    /// Queues loading `key`'s pages, and its bucket with `bucket`, unless
-    /// they were hinted before; `urgent` sends the queue to the fetcher now.
-    fn hint(&self, key: &KeyPath, bucket: bool, urgent: bool) {
-        let mut guard = self.hints.lock();
-        let hints = &mut *guard;
-        let hinted = hints.hinted.entry(*key).or_default();
-        let hint = Hint {
-            key: *key,
-            pages: !hinted.pages,
-            bucket: bucket && !hinted.bucket,
-        };
-        hinted.pages = true;
-        hinted.bucket |= bucket;
-        if hint.pages || hint.bucket {
-            hints.batch.push(hint);
-        }
-        if !hints.batch.is_empty() && (urgent || hints.batch.len() >= HINT_BATCH) {
-            let batch = std::mem::take(&mut hints.batch);
-            drop(guard);
-            let dropped = self.shared.prefetch(batch);
-            if !dropped.is_empty() {
-                self.hints.lock().forget(&dropped);
-            }
+            hinted: Mutex::default(),
         }
     }
 
@@ -180,9 +123,23 @@ impl Session {
     }
 
     /// A hint that `key` will be read or written: starts loading the trie pages on
-    /// its path and the bucket of its value.
+    /// its path and the bucket of its value, unless this session hinted it
+    /// before. Reads and writes do not hint: without warning a prefetch can
+    /// only start when the read does, and on the device it would slow the
+    /// session's own reads more than it would shorten the commit.
     pub fn warm_up(&self, key: &KeyPath) {
-        self.hint(key, true, true);
+        if !self.hinted.lock().insert(*key) {
+            return;
+        }
+        let hint = Hint {
+            key: *key,
+            pages: true,
+            bucket: true,
+        };
+        // A hint the full queue dropped is not taken as sent.
+        if !self.shared.prefetch(vec![hint]).is_empty() {
+            self.hinted.lock().remove(key);
+        }
     }
 
     /// The value of `key`: the session's own write if it made one, else its
@@ -194,8 +151,6 @@ impl Session {
         if let Some(written) = self.writes.lock().get(&KeyWords::new(key)) {
             return Ok(written.clone());
         }
-        // The pages, for the commit; the bucket is read right here.
-        self.hint(key, false, false);
         let value = self.base.read(&self.shared, key)?;
         // Hashed now, while the value is at hand: the commit then knows the
         // leaf of a key that was read before it was written without reading
@@ -208,7 +163,6 @@ impl Session {
     /// Sets `key` to `value` (`None` deletes) when the session commits; a later
     /// write to the same key replaces this one.
     pub fn write(&self, key: KeyPath, value: Option<Vec<u8>>) {
-        self.hint(&key, true, false);
         self.writes.lock().insert(KeyWords::new(&key), value);
     }
 

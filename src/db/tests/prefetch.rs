@@ -24,7 +24,7 @@ fn settle(db: &Db) {
 
 /// With 50,000 keys the pages end two levels down, so a key's subtree below
 /// them (a dozen keys) may begin in the bucket before the key's own. Keys
-/// read then written, and keys hinted then deleted: no commit of them reads
+/// hinted, read then written, and keys hinted then deleted: no commit of them reads
 /// (an insert may: a full bucket takes in the next one).
 #[test]
 fn a_commit_of_hinted_keys_reads_nothing() {
@@ -42,6 +42,7 @@ fn a_commit_of_hinted_keys_reads_nothing() {
     let session = db.begin_session();
     let (read, deleted): (Vec<u64>, Vec<u64>) = (0..1000).map(|i| i * 47).partition(|i| i % 2 == 0);
     for &i in &read {
+        session.warm_up(&key(i));
         assert_eq!(session.read(&key(i)).unwrap(), Some(vec![i as u8; 8]));
     }
     for &i in &deleted {
@@ -61,4 +62,39 @@ fn a_commit_of_hinted_keys_reads_nothing() {
         0,
         "blocks read by the commit"
     );
+}
+
+/// Only `warm_up` prefetches: a read or a write starts no read beside the
+/// session's own, which it would slow on the device.
+#[test]
+fn reads_and_writes_start_no_prefetch() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(Options::new(dir.path())).unwrap();
+        let session = db.begin_session();
+        for i in 0..10_000 {
+            session.write(key(i), Some(vec![i as u8; 8]));
+        }
+        session.commit().unwrap();
+    }
+    // Opened again, the buckets are not cached.
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    settle(&db);
+    let session = db.begin_session();
+    let before = db.metrics();
+    for i in 0..100 {
+        session.write(key(i * 7), None);
+        session.write(key(1_000_000 + i), Some(vec![1; 8]));
+    }
+    for i in 0..100 {
+        session.read(&key(i * 7 + 1)).unwrap();
+    }
+    settle(&db);
+    let after = db.metrics();
+    assert_eq!(after.hints_queued + after.hints_dropped, 0);
+    // One block per read at most, none for a write.
+    assert!(after.reads_issued - before.reads_issued <= 100, "{after:?}");
+    session.warm_up(&key(3));
+    settle(&db);
+    assert!(db.metrics().reads_issued > after.reads_issued);
 }
