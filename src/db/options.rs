@@ -183,7 +183,7 @@ impl Options {
         }
     }
 
-    /// Prefetch hints ([`crate::Session::warm_up`], reads and writes) that
+    /// Prefetch hints ([`crate::Session::warm_up`], rollbacks' and proofs' keys) that
     /// may wait for the prefetcher at once (default 65,536, about 2 MiB);
     /// past that, new hints are dropped ([`crate::Metrics::hints_dropped`]):
     /// a hint only saves a later read, and one that waits behind so many
