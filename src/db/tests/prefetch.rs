@@ -22,23 +22,30 @@ fn settle(db: &Db) {
     }
 }
 
-/// With 50,000 keys the pages end two levels down, so a key's subtree below
-/// them (a dozen keys) may begin in the bucket before the key's own. Keys
-/// hinted, read then written, and keys hinted then deleted: no commit of them reads
-/// (an insert may: a full bucket takes in the next one).
-#[test]
-fn a_commit_of_hinted_keys_reads_nothing() {
+/// A database of keys `0..n` (each valued `[i as u8; 8]`), committed,
+/// opened again and settled: nothing of it cached but what open reads.
+fn reopened(n: u64) -> (tempfile::TempDir, Db) {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = Db::open(Options::new(dir.path())).unwrap();
         let session = db.begin_session();
-        for i in 0..50_000 {
+        for i in 0..n {
             session.write(key(i), Some(vec![i as u8; 8]));
         }
         session.commit().unwrap();
     }
     let db = Db::open(Options::new(dir.path())).unwrap();
     settle(&db);
+    (dir, db)
+}
+
+/// With 50,000 keys the pages end two levels down, so a key's subtree below
+/// them (a dozen keys) may begin in the bucket before the key's own. Keys
+/// hinted, read then written, and keys hinted then deleted: no commit of them reads
+/// (an insert may: a full bucket takes in the next one).
+#[test]
+fn a_commit_of_hinted_keys_reads_nothing() {
+    let (_dir, db) = reopened(50_000);
     let session = db.begin_session();
     let (read, deleted): (Vec<u64>, Vec<u64>) = (0..1000).map(|i| i * 47).partition(|i| i % 2 == 0);
     for &i in &read {
@@ -68,18 +75,8 @@ fn a_commit_of_hinted_keys_reads_nothing() {
 /// session's own, which it would slow on the device.
 #[test]
 fn reads_and_writes_start_no_prefetch() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let db = Db::open(Options::new(dir.path())).unwrap();
-        let session = db.begin_session();
-        for i in 0..10_000 {
-            session.write(key(i), Some(vec![i as u8; 8]));
-        }
-        session.commit().unwrap();
-    }
     // Opened again, the buckets are not cached.
-    let db = Db::open(Options::new(dir.path())).unwrap();
-    settle(&db);
+    let (_dir, db) = reopened(10_000);
     let session = db.begin_session();
     let before = db.metrics();
     for i in 0..100 {
