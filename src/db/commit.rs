@@ -295,15 +295,7 @@ impl Shared {
     /// taken now and thrown away waits for the rest (a commit landing
     /// meanwhile may make it fail; the caches keep only committed blocks).
     pub(super) fn load_paths(&self, keys: &[KeyPath]) {
-        self.prefetch(
-            keys.iter()
-                .map(|&key| Hint {
-                    key,
-                    pages: true,
-                    bucket: true,
-                })
-                .collect(),
-        );
+        self.prefetch(keys.iter().map(|&key| Hint { key, bucket: true }).collect());
         let _ = self.prove_locked(self.snapshots.head(), keys, None);
     }
 

@@ -22,10 +22,8 @@ use crate::value_store::BucketRead;
 #[derive(Clone, Copy)]
 pub(super) struct Hint {
     pub(super) key: KeyPath,
-    /// Whether to load the pages on the key's path.
-    pub(super) pages: bool,
-    /// Whether to load the key's bucket: not when the caller is reading it
-    /// right now.
+    /// Whether to load the key's own bucket (the pages on its path and the
+    /// buckets its elided subtree spans always are).
     pub(super) bucket: bool,
 }
 
@@ -220,13 +218,13 @@ impl Fetcher {
         }
     }
 
-    /// Hands the stores the pages on `hint`'s path, top down, and its buckets,
-    /// as it asks: the key's own, and with its pages those under the first
-    /// page not stored, whose subtree the commit rebuilds from them.
+    /// Hands the stores the pages on `hint`'s path, top down, and the buckets
+    /// under the first page not stored, whose subtree the commit rebuilds
+    /// from them, with the key's own if the hint asks.
     fn fetch(&mut self, shared: &Arc<Shared>, hint: Hint) {
         let key = &hint.key;
         let mut elided = None;
-        for level in (0..=MAX_PAGE_LEVEL).take_while(|_| hint.pages) {
+        for level in 0..=MAX_PAGE_LEVEL {
             let id = PageId::on_path(key, level);
             if shared.pages.prefetch(&id, &mut self.fetches) == Prefetch::Absent {
                 elided = Some(id.root_depth());

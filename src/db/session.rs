@@ -133,7 +133,6 @@ impl Session {
         }
         let hint = Hint {
             key: *key,
-            pages: true,
             bucket: true,
         };
         // A hint the full queue dropped is not taken as sent.

@@ -273,7 +273,6 @@ impl Shared {
     fn load_for<T>(&self, keys: &[(KeyPath, T)], buckets: bool) {
         let hints = keys.iter().map(|(key, _)| Hint {
             key: *key,
-            pages: true,
             bucket: buckets,
         });
         self.prefetch_bulk(hints.collect());

@@ -11,7 +11,6 @@ fn hints_past_the_bound_are_dropped_and_counted() {
     let hints: Vec<Hint> = (0..1000u32)
         .map(|i| Hint {
             key: *blake3::hash(&i.to_le_bytes()).as_bytes(),
-            pages: true,
             bucket: true,
         })
         .collect();
