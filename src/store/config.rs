@@ -54,6 +54,9 @@ pub(crate) struct Tuning {
     pub(crate) trim_blocks: u64,
     /// Blocks a history rewrite copies per batch.
     pub(crate) copy_batch: u64,
+    /// Catalog log bytes kept in RAM for the next fold, past which the fold
+    /// reads them back from the log instead.
+    pub(crate) recent_bytes: usize,
 }
 
 impl Default for Tuning {
@@ -62,6 +65,7 @@ impl Default for Tuning {
             fold_blocks: 4096,
             trim_blocks: 16384,
             copy_batch: 256,
+            recent_bytes: 64 << 20,
         }
     }
 }
@@ -86,5 +90,7 @@ impl Tuning {
         fold_blocks: 2,
         trim_blocks: 2,
         copy_batch: 3,
+        // Every fold reads its records back from the log.
+        recent_bytes: 0,
     };
 }

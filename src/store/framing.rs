@@ -4,6 +4,8 @@
 //! blocks. A record that does not check ends its log: what follows it is a
 //! torn or undurable tail.
 
+use std::hash::Hasher;
+
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 
 /// A record's header: magic, checksum (of seqno, length and payload), seqno,
@@ -14,7 +16,6 @@ pub(super) const HEADER: usize = 32;
 /// Written straight into the blocks: a commit's catalog record is megabytes,
 /// and every copy of it was on the commit's critical path.
 pub(super) fn frame(magic: &[u8; 8], seqno: u64, payload: &[u8]) -> Vec<BlockBuf> {
-    use std::hash::Hasher;
     let mut header = [0u8; HEADER];
     header[0..8].copy_from_slice(magic);
     header[16..24].copy_from_slice(&seqno.to_le_bytes());
@@ -49,20 +50,68 @@ pub(super) fn parse<'a>(
     log: &'a [u8],
     at: usize,
 ) -> Option<(u64, &'a [u8], usize)> {
-    let header = log.get(at..at.checked_add(HEADER)?)?;
-    if &header[0..8] != magic {
+    let head = Head::parse(magic, log.get(at..)?)?;
+    let start = at + HEADER;
+    let payload = log.get(start..start.checked_add(usize::try_from(head.len).ok()?)?)?;
+    let mut check = head.check();
+    check.add(payload);
+    if !check.holds() {
         return None;
     }
-    let seqno = u64::from_le_bytes(header[16..24].try_into().ok()?);
-    let len = usize::try_from(u64::from_le_bytes(header[24..32].try_into().ok()?)).ok()?;
-    let end = (at + HEADER).checked_add(len)?;
-    let summed = log.get(at + 16..end)?;
-    if twox_hash::XxHash3_64::oneshot(summed) != u64::from_le_bytes(header[8..16].try_into().ok()?)
-    {
-        return None;
+    let next = (start + payload.len()).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
+    Some((head.seqno, payload, next))
+}
+
+/// A record's header, before its payload is read.
+pub(super) struct Head {
+    pub(super) seqno: u64,
+    /// Payload bytes.
+    pub(super) len: u64,
+    sum: u64,
+}
+
+impl Head {
+    /// The header `bytes` start with, if it is one of a log of `magic`.
+    pub(super) fn parse(magic: &[u8; 8], bytes: &[u8]) -> Option<Head> {
+        let header = bytes.get(..HEADER)?;
+        let u64_at = |at: usize| header[at..at + 8].try_into().ok().map(u64::from_le_bytes);
+        (&header[0..8] == magic).then_some(())?;
+        Some(Head {
+            sum: u64_at(8)?,
+            seqno: u64_at(16)?,
+            len: u64_at(24)?,
+        })
     }
-    let next = end.div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
-    Some((seqno, &log[at + HEADER..end], next))
+
+    /// The check of this record's payload, to be fed it in order.
+    pub(super) fn check(&self) -> Check {
+        let mut sum = twox_hash::XxHash3_64::with_seed(0);
+        sum.write(&self.seqno.to_le_bytes());
+        sum.write(&self.len.to_le_bytes());
+        Check {
+            sum,
+            expected: self.sum,
+        }
+    }
+}
+
+/// A record's checksum taken over its payload a piece at a time, so a
+/// reader need not hold the payload whole.
+pub(super) struct Check {
+    sum: twox_hash::XxHash3_64,
+    expected: u64,
+}
+
+impl Check {
+    /// Adds the next bytes of the payload.
+    pub(super) fn add(&mut self, bytes: &[u8]) {
+        self.sum.write(bytes);
+    }
+
+    /// Whether the payload added checks.
+    pub(super) fn holds(&self) -> bool {
+        self.sum.finish() == self.expected
+    }
 }
 
 /// `bytes` in zero-padded blocks.

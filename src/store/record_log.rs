@@ -94,7 +94,7 @@ impl RecordLog {
 
     /// The records on disk now, as [`RecordLog::load`] finds them, but
     /// without cutting anything: for a reader beside the writer.
-    pub(super) fn read(&self, mut keep: impl FnMut(u64) -> Keep) -> Result<Records, Error> {
+    fn read(&self, mut keep: impl FnMut(u64) -> Keep) -> Result<Records, Error> {
         let bytes = self.file.read_bytes(0, u64::MAX)?;
         let (mut at, mut kept) = (0, Vec::new());
         while let Some((seqno, payload, next)) = framing::parse(self.magic, &bytes, at) {
@@ -167,6 +167,37 @@ impl RecordLog {
             .map_or(self.end, |(_, start)| *start)
     }
 
+    /// Readers of the payloads of the records after commit `base` up to the
+    /// `durable` one, oldest first, each reading `batch` blocks at a time;
+    /// `None` unless the log holds every one of them.
+    pub(super) fn readers_after(
+        &self,
+        base: u64,
+        durable: u64,
+        batch: u64,
+    ) -> Option<Vec<PayloadReader>> {
+        let after: Vec<_> = self.starts.iter().filter(|(s, _)| *s > base).collect();
+        let runs = after
+            .iter()
+            .zip(base + 1..)
+            .all(|(&&(s, _), want)| s == want);
+        let last = after.last().map_or(base, |(s, _)| *s);
+        (runs && last == durable).then(|| {
+            after
+                .iter()
+                .map(|&&(seqno, first)| PayloadReader {
+                    file: self.file.clone(),
+                    name: self.name,
+                    magic: self.magic,
+                    seqno,
+                    next: first,
+                    batch: batch.max(1),
+                    started: None,
+                })
+                .collect()
+        })
+    }
+
     /// Drops the records before block `first`: the rest is copied,
     /// `copy_batch` blocks at a time, to a new file that replaces this one.
     /// On failure the log is as it was.
@@ -211,5 +242,64 @@ impl RecordLog {
         dir.sync()?;
         self.dir_unsynced = false;
         Ok(())
+    }
+}
+
+/// One record's payload read from its log a batch of blocks at a time, so a
+/// reader need not hold it whole; its checksum is checked after the last byte.
+pub(super) struct PayloadReader {
+    file: Arc<DataFile>,
+    name: &'static str,
+    magic: &'static [u8; 8],
+    seqno: u64,
+    /// The next block to read.
+    next: u64,
+    batch: u64,
+    /// Once the header is read: payload bytes not yet handed out, and the
+    /// check of those that were.
+    started: Option<(u64, framing::Check)>,
+}
+
+impl PayloadReader {
+    /// Appends the next bytes of the payload to `buf`; false once none are
+    /// left. A record that is short, is not the one expected or fails its
+    /// checksum is corruption.
+    pub(super) fn read_into(&mut self, buf: &mut Vec<u8>) -> Result<bool, Error> {
+        let (name, at) = (self.name, self.next);
+        let bad = |what| Error::corrupt(what).at(name, at);
+        let block = BLOCK_SIZE as u64;
+        let want = match &self.started {
+            Some((0, _)) => return Ok(false),
+            Some((left, _)) => left.div_ceil(block).min(self.batch),
+            None => self.batch,
+        };
+        let bytes = self.file.read_bytes(self.next, self.next + want)?;
+        let (skip, (left, check)) = match &mut self.started {
+            Some(started) => (0, started),
+            None => {
+                let head = framing::Head::parse(self.magic, &bytes)
+                    .filter(|h| h.seqno == self.seqno)
+                    .ok_or_else(|| bad("a log record's header"))?;
+                (
+                    framing::HEADER,
+                    self.started.insert((head.len, head.check())),
+                )
+            }
+        };
+        // Whole blocks of this record only: a first batch may run past it.
+        let blocks = (skip as u64 + *left).div_ceil(block).min(want);
+        if (bytes.len() as u64) < blocks * block {
+            return Err(bad("a log record past the end of its file"));
+        }
+        let take = (*left).min(blocks * block - skip as u64) as usize;
+        let payload = &bytes[skip..skip + take];
+        check.add(payload);
+        buf.extend_from_slice(payload);
+        *left -= take as u64;
+        self.next += blocks;
+        if *left == 0 && !check.holds() {
+            return Err(bad("a log record's checksum"));
+        }
+        Ok(true)
     }
 }

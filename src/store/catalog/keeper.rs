@@ -4,10 +4,13 @@
 
 use std::sync::Arc;
 
-use super::{from_scan, load, records_since, write_file, Catalog, Merge, Notes, Recent, Source};
+use super::{
+    from_scan, load, write_file, Catalog, Merge, Notes, Payloads, Recent, Source, LOG_READ_BUDGET,
+};
+use crate::block::BLOCK_SIZE;
 use crate::io::Dir;
 use crate::store::record_log::RecordLog;
-use crate::store::slot_map::{SlotMap, SLOTTED};
+use crate::store::slot_map::SlotMap;
 use crate::store::{Meta, Store, Tuning};
 use crate::Error;
 
@@ -40,7 +43,7 @@ impl Keeper {
         tuning: &Tuning,
     ) -> Result<Keeper, Error> {
         let mut log = RecordLog::open(dir, super::LOG, super::RECORD_MAGIC)?;
-        let found = load(dir, &mut log, durable, map, fresh_seed)?;
+        let found = load(dir, &mut log, durable, map, fresh_seed, tuning.recent_bytes)?;
         Ok(Keeper {
             log,
             seed: found.seed,
@@ -112,16 +115,21 @@ impl Store {
         }
         let durable = self.durable.read().clone();
         // The catalog file streams into the new one, with the records since it
-        // from RAM, else from the log.
+        // from RAM, else streamed from the log.
         let base = state.recent.base;
+        let durable_seqno = durable.meta.seqno;
         let payloads = match state.recent.payloads.take() {
-            Some(payloads) => Some(payloads),
-            None => records_since(&state.log, base, durable.meta.seqno).map(|p| vec![p]),
+            Some(payloads) => Some(Payloads::Ram(payloads)),
+            None => {
+                let records = durable_seqno.saturating_sub(base).max(1);
+                let batch = LOG_READ_BUDGET / BLOCK_SIZE as u64 / records;
+                let readers = state.log.readers_after(base, durable_seqno, batch);
+                readers.map(Payloads::Log)
+            }
         };
-        let lengths = SLOTTED.map(|t| durable.meta.lengths[t as usize]);
-        if let Some(merge) = payloads.and_then(|p| Merge::new(base, p, lengths)) {
-            let source = Source::Merge(&merge, &durable.map);
-            match self.replace_file(&mut state, durable.meta.seqno, source) {
+        if let Some(payloads) = payloads {
+            let source = Source::Merge(Merge { base, payloads }, &durable.map);
+            match self.replace_file(&mut state, durable_seqno, source) {
                 Ok(()) => return,
                 // Replaced, but the log was not emptied.
                 Err(_) if state.recent.base != base => {
@@ -135,9 +143,17 @@ impl Store {
         // build, or damaged), or a write that failed: read back whole, as
         // open reads it.
         let seed = state.seed;
-        let folded = load(&self.dir, &mut state.log, &durable.meta, &durable.map, seed)
-            .ok()
-            .and_then(|found| found.catalog.map(|c| (found.seed, c)));
+        let max = self.tuning.recent_bytes;
+        let folded = load(
+            &self.dir,
+            &mut state.log,
+            &durable.meta,
+            &durable.map,
+            seed,
+            max,
+        )
+        .ok()
+        .and_then(|found| found.catalog.map(|c| (found.seed, c)));
         let result = match folded {
             Some((seed, c)) if seed == state.seed => {
                 self.replace_file(&mut state, durable.meta.seqno, Source::Catalog(&c))

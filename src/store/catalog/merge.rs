@@ -1,114 +1,152 @@
-//! A fold that streams: the catalog file on disk is read a batch of blocks at a
-//! time and merged with the records kept in RAM straight into the new
-//! catalog file. Reading the old catalog file whole held it beside everything else
-//! while a fold ran (381 MB at 2^27 accounts, 57 MB at 2^24).
+//! A fold that streams: the catalog file on disk and each record since it are
+//! read a batch of blocks at a time and merged straight into the new catalog
+//! file. Reading either whole held it beside everything else while a fold ran
+//! (the catalog file is 381 MB at 2^27 accounts, and so is the log by the time
+//! it folds).
 //!
-//! It needs a catalog file sorted by target, then slot, as every catalog file is
-//! written now; one an older build wrote from a scan may not be, and is then
-//! folded the whole way.
-//! Anything it cannot use (a damaged or unsorted catalog file, a used slot
-//! without a note) fails the write before the new catalog file replaces the old.
+//! It needs every source sorted by target, then slot: every catalog file and
+//! record is written so now. One an older build wrote may not be, and is then
+//! folded the whole way. Anything it cannot use (a damaged or unsorted source,
+//! a used slot without a note) fails the write before the new catalog file
+//! replaces the old.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use super::{
-    entry_header, newest_notes, parse_entry, FileWriter, Header, Place, ENTRY_HEADER, FILE, NONE,
-    VOID,
-};
+use super::{parse_entry, Header, FILE};
 use crate::block::BLOCK_SIZE;
 use crate::io::{DataFile, Dir};
 use crate::store::chained_sum::ChainedSum;
+use crate::store::record_log::PayloadReader;
 use crate::store::slot_map::{SlotMap, SLOTTED};
 use crate::Error;
 
 /// Catalog file blocks read per batch.
-const READ_BATCH: usize = 256;
+const READ_BATCH: u64 = 256;
+
+/// RAM for the log records' read buffers together, shared out among them.
+pub(in crate::store) const LOG_READ_BUDGET: u64 = 16 << 20;
 
 /// The records since the catalog file of commit `base`, ready to merge into it.
 pub(in crate::store) struct Merge {
-    base: u64,
-    payloads: Vec<Vec<u8>>,
-    /// Each slot's newest record note, as [`newest_notes`] finds them.
-    latest: [Vec<Place>; 2],
+    pub(in crate::store) base: u64,
+    pub(in crate::store) payloads: Payloads,
+}
+
+/// The payloads of the records after the catalog file, in commit order.
+pub(in crate::store) enum Payloads {
+    /// Kept in RAM since they were written.
+    Ram(Vec<Vec<u8>>),
+    /// Read back from the log.
+    Log(Vec<PayloadReader>),
 }
 
 impl Merge {
-    /// Indexes `payloads` (the records after the catalog file of `base`, in commit
-    /// order) for files of `lengths` slots; `None` if one does not parse.
-    pub(in crate::store) fn new(
-        base: u64,
-        payloads: Vec<Vec<u8>>,
-        lengths: [u64; 2],
-    ) -> Option<Merge> {
-        Some(Merge {
-            base,
-            latest: newest_notes(&payloads, lengths)?,
-            payloads,
-        })
-    }
-
-    /// Writes the newest note of every slot `map` uses to `out`: the record's
-    /// if one names it, else the catalog file's.
+    /// Writes the newest note of every slot `map` uses to `out`: the newest
+    /// record's that names it, else the catalog file's.
     pub(super) fn write(
-        &self,
+        self,
         dir: &Dir,
         map: &SlotMap,
-        out: &mut FileWriter<'_>,
+        out: &mut super::FileWriter<'_>,
     ) -> Result<(), Error> {
         let cannot = |what| Error::corrupt(what).at("catalog", 0);
-        let mut catalog_file = Stream::open(dir, self.base)?;
-        let mut head = catalog_file.next_entry()?;
+        let mut sources = vec![Stream::catalog_file(dir, self.base)?];
+        match self.payloads {
+            Payloads::Ram(payloads) => sources.extend(payloads.into_iter().map(Stream::ram)),
+            Payloads::Log(readers) => sources.extend(readers.into_iter().map(Stream::record)),
+        }
+        // Each source's next entry, least first; of entries for one slot, the
+        // newest source's wins.
+        let mut heads = BinaryHeap::with_capacity(sources.len());
+        for (i, source) in sources.iter_mut().enumerate() {
+            if let Some(at) = source.next_entry()? {
+                heads.push(Reverse((at, i)));
+            }
+        }
+        let mut here = Vec::new();
         for (t, target) in SLOTTED.iter().enumerate() {
             for slot in map.used(*target) {
                 let slot = u32::try_from(slot).map_err(|_| cannot("a slot past u32"))?;
-                // Notes of slots freed since the catalog file are passed over.
-                while head.is_some_and(|h| h < (t, slot)) {
-                    head = catalog_file.next_entry()?;
-                }
-                let place = self.latest[t].get(slot as usize).copied();
-                let note = match place.unwrap_or((NONE, 0, 0)) {
-                    (VOID, ..) => return Err(cannot("a used slot's newest note is empty")),
-                    (NONE, ..) if head == Some((t, slot)) => &catalog_file.note[..],
-                    (NONE, ..) => return Err(cannot("a used slot without a note")),
-                    (c, len, start) => {
-                        let start = start as usize;
-                        &self.payloads[c as usize][start..start + len as usize]
+                // Notes of slots freed since are passed over.
+                while let Some(&Reverse((at, i))) = heads.peek() {
+                    if at > (t, slot) {
+                        break;
                     }
+                    heads.pop();
+                    if at == (t, slot) {
+                        here.push(i);
+                    } else if let Some(at) = sources[i].next_entry()? {
+                        heads.push(Reverse((at, i)));
+                    }
+                }
+                let Some(&newest) = here.iter().max() else {
+                    return Err(cannot("a used slot without a note"));
                 };
-                out.push(&entry_header(*target, slot, note.len()))?;
+                let note = &sources[newest].note;
+                if note.is_empty() {
+                    return Err(cannot("a used slot's newest note is empty"));
+                }
+                out.push(&super::entry_header(*target, slot, note.len()))?;
                 out.push(note)?;
+                for i in here.drain(..) {
+                    if let Some(at) = sources[i].next_entry()? {
+                        heads.push(Reverse((at, i)));
+                    }
+                }
             }
         }
-        // The rest of the catalog file, for its order and its checksum.
-        while head.is_some() {
-            head = catalog_file.next_entry()?;
+        // The rest of every source, for its order and its checksum.
+        for mut source in sources {
+            while source.next_entry()?.is_some() {}
+            source.finish()?;
         }
-        catalog_file.finish()
+        Ok(())
     }
 }
 
-/// The notes of the catalog file on disk, in order, read a batch at a time; each
-/// block's checksum is taken as it goes by, and checked at the end.
+/// Where a [`Stream`]'s bytes come from.
+enum Feed {
+    /// The catalog file's body: `len` bytes in `blocks` blocks after the
+    /// header, `read` of them so far, with the checksum taken as they go by.
+    CatalogFile {
+        file: Arc<DataFile>,
+        len: u64,
+        blocks: u64,
+        read: u64,
+        sum: ChainedSum,
+        expected: u64,
+    },
+    Record(PayloadReader),
+    /// Already whole in the buffer.
+    Ram,
+}
+
+/// The note entries of one source, in order, read a batch at a time.
 struct Stream {
-    file: Arc<DataFile>,
-    /// Body bytes the header declares, and body blocks with padding.
-    len: u64,
-    blocks: u64,
-    expected_sum: u64,
-    /// Body blocks read so far, and their checksum.
-    read: u64,
-    sum: ChainedSum,
-    /// Bytes read and not yet parsed start at `buf[at]`, body offset `offset`.
+    feed: Feed,
+    /// Bytes read and not yet parsed start at `buf[at]`.
     buf: Vec<u8>,
     at: usize,
-    offset: u64,
     last: Option<(usize, u32)>,
     /// The note of the entry [`Stream::next_entry`] returned last.
     note: Vec<u8>,
 }
 
 impl Stream {
-    fn open(dir: &Dir, base: u64) -> Result<Stream, Error> {
+    fn new(feed: Feed, buf: Vec<u8>) -> Stream {
+        Stream {
+            feed,
+            buf,
+            at: 0,
+            last: None,
+            note: Vec::new(),
+        }
+    }
+
+    /// The catalog file of commit `base` in `dir`.
+    fn catalog_file(dir: &Dir, base: u64) -> Result<Stream, Error> {
         let bad = |what| Error::corrupt(what).at("catalog", 0);
         let file = dir.open_existing(FILE)?;
         let header = file.read_bytes(0, 1)?;
@@ -116,44 +154,62 @@ impl Stream {
         if header.base != base {
             return Err(bad("the records do not follow the catalog file"));
         }
-        Ok(Stream {
+        let feed = Feed::CatalogFile {
             file,
             len: header.len,
             blocks: header.len.div_ceil(BLOCK_SIZE as u64),
-            expected_sum: header.sum,
             read: 0,
             sum: ChainedSum::default(),
-            buf: Vec::new(),
-            at: 0,
-            offset: 0,
-            last: None,
-            note: Vec::new(),
-        })
+            expected: header.sum,
+        };
+        Ok(Stream::new(feed, Vec::new()))
     }
 
-    /// Reads the next batch of body blocks; false if none is left.
+    fn record(reader: PayloadReader) -> Stream {
+        Stream::new(Feed::Record(reader), Vec::new())
+    }
+
+    fn ram(payload: Vec<u8>) -> Stream {
+        Stream::new(Feed::Ram, payload)
+    }
+
+    /// Appends the next batch of bytes to the buffer; false if none is left.
     fn load(&mut self) -> Result<bool, Error> {
-        if self.read == self.blocks {
-            return Ok(false);
-        }
-        let n = (self.blocks - self.read).min(READ_BATCH as u64) as usize;
-        self.offset += self.at as u64;
         self.buf.drain(..self.at);
         self.at = 0;
-        let from = self.buf.len();
-        let first = 1 + self.read;
-        let blocks = self.file.read_bytes(first, first + n as u64)?;
-        if blocks.len() != n * BLOCK_SIZE {
-            return Err(
-                Error::corrupt("a catalog file shorter than its header says").at("catalog", 0),
-            );
+        match &mut self.feed {
+            Feed::Ram => Ok(false),
+            Feed::Record(reader) => reader.read_into(&mut self.buf),
+            Feed::CatalogFile {
+                file,
+                len,
+                blocks,
+                read,
+                sum,
+                ..
+            } => {
+                if *read == *blocks {
+                    return Ok(false);
+                }
+                let n = (*blocks - *read).min(READ_BATCH);
+                let first = 1 + *read;
+                let bytes = file.read_bytes(first, first + n)?;
+                if bytes.len() as u64 != n * BLOCK_SIZE as u64 {
+                    return Err(
+                        Error::corrupt("a catalog file shorter than its header says")
+                            .at("catalog", 0),
+                    );
+                }
+                for block in bytes.chunks(BLOCK_SIZE) {
+                    sum.add(block);
+                }
+                // The body's bytes only, not the last block's padding.
+                let body = (*len - *read * BLOCK_SIZE as u64).min(bytes.len() as u64);
+                self.buf.extend_from_slice(&bytes[..body as usize]);
+                *read += n;
+                Ok(true)
+            }
         }
-        self.buf.extend_from_slice(&blocks);
-        for block in self.buf[from..].chunks(BLOCK_SIZE) {
-            self.sum.add(block);
-        }
-        self.read += n as u64;
-        Ok(true)
     }
 
     /// The next entry's slotted target (its index in `SLOTTED`) and slot, its
@@ -161,22 +217,14 @@ impl Stream {
     fn next_entry(&mut self) -> Result<Option<(usize, u32)>, Error> {
         let bad = |what| Error::corrupt(what).at("catalog", 0);
         loop {
-            if self.offset + self.at as u64 >= self.len {
-                return Ok(None);
-            }
-            // The body ends at `len`: parse only what lies before it.
-            let end = usize::try_from(self.len - self.offset)
-                .unwrap_or(usize::MAX)
-                .min(self.buf.len());
-            let parsed = match self.buf.get(self.at..end) {
-                Some(rest) if rest.len() >= ENTRY_HEADER => parse_entry(rest, 0),
-                _ => None,
-            };
-            let Some((target, slot, start, stop)) = parsed else {
-                if end < self.buf.len() || !self.load()? {
-                    return Err(bad("a catalog file entry past the end"));
+            let Some((target, slot, start, stop)) = parse_entry(&self.buf[self.at..], 0) else {
+                if self.load()? {
+                    continue;
                 }
-                continue;
+                return match self.at == self.buf.len() {
+                    true => Ok(None),
+                    false => Err(bad("a catalog entry past the end")),
+                };
             };
             self.note.clear();
             self.note
@@ -186,22 +234,21 @@ impl Stream {
                 continue;
             };
             if self.last.is_some_and(|last| last >= (t, slot)) {
-                return Err(bad("catalog file notes out of order"));
+                return Err(bad("catalog notes out of order"));
             }
             self.last = Some((t, slot));
             return Ok(Some((t, slot)));
         }
     }
 
-    /// Reads what is left and checks the body's checksum.
-    fn finish(mut self) -> Result<(), Error> {
-        while self.load()? {
-            self.buf.clear();
-            self.at = 0;
-        }
-        match self.sum.finish() == self.expected_sum {
-            true => Ok(()),
-            false => Err(Error::corrupt("catalog file checksum").at("catalog", 0)),
+    /// Checks the checksum of a source read to its end.
+    fn finish(self) -> Result<(), Error> {
+        match self.feed {
+            Feed::CatalogFile { sum, expected, .. } if sum.finish() != expected => {
+                Err(Error::corrupt("catalog file checksum").at("catalog", 0))
+            }
+            // A record's reader checked it after its last byte.
+            _ => Ok(()),
         }
     }
 }
@@ -210,9 +257,13 @@ impl Stream {
 mod tests {
     use std::path::Path;
 
-    use super::super::{fold, from_scan, read_file, write_file, Notes, Source};
+    use super::super::{
+        fold, from_scan, read_file, sorted, write_file, Notes, Source, LOG, RECORD_MAGIC,
+    };
     use super::*;
     use crate::io::{Io, IoBackend};
+    use crate::store::persist::write_blocks;
+    use crate::store::record_log::RecordLog;
     use crate::store::{Meta, Target};
 
     fn note(notes: &mut Notes, target: Target, slot: u32, text: &str) {
@@ -241,11 +292,35 @@ mod tests {
             .collect()
     }
 
+    /// `payloads` as records of commits `base + 1` on in a fresh log in
+    /// `dir`, and readers of them `batch` blocks at a time.
+    fn logged(dir: &Path, io: &Io, base: u64, payloads: &[Vec<u8>], batch: u64) -> Payloads {
+        let mut log = RecordLog::open(&dir_of(dir), LOG, RECORD_MAGIC).unwrap();
+        for (seqno, payload) in (base + 1..).zip(payloads) {
+            let (file, at, blocks) = log.prepare(&dir_of(dir), seqno, payload).unwrap();
+            let n = blocks.len() as u64;
+            write_blocks(io, &file, at, blocks).unwrap();
+            log.appended(seqno, n);
+        }
+        let last = base + payloads.len() as u64;
+        assert!(log.readers_after(base, last + 1, batch).is_none());
+        Payloads::Log(log.readers_after(base, last, batch).unwrap())
+    }
+
+    fn in_ram(payloads: &[Vec<u8>]) -> Payloads {
+        Payloads::Ram(payloads.to_vec())
+    }
+
+    /// `notes`' payload as a commit's record holds it.
+    fn payload(notes: Notes) -> Vec<u8> {
+        sorted(notes)
+    }
+
     #[test]
     fn a_streamed_fold_writes_what_a_whole_one_does() {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::start(IoBackend::ThreadPool, None).unwrap();
-        let lengths = [8, 8, 0];
+        let lengths = [3000, 8, 0];
         // The catalog file of commit 3: pages 1, 2, 5 and buckets 0, 3.
         let mut old = Notes::default();
         for (t, s, text) in [
@@ -257,18 +332,22 @@ mod tests {
         ] {
             note(&mut old, t, s, text);
         }
-        catalog_file(dir.path(), &io, 3, Source::Notes(&old));
         // Records after it: page 2 rewritten twice, page 6 and bucket 4 new,
-        // page 5 and bucket 0 freed (page 5's slot noted empty, then reused).
+        // page 5 and bucket 0 freed (page 5's slot noted empty, then reused),
+        // and pages 100 to 2999 in a record many blocks long, whose entries
+        // straddle block boundaries.
         let mut one = Notes::default();
-        note(&mut one, Target::Pages, 2, "p2 again");
         note(&mut one, Target::Pages, 6, "p6");
+        note(&mut one, Target::Pages, 2, "p2 again");
         one.add(Target::Pages, 5, |_| {});
+        for s in (100..3000).rev() {
+            note(&mut one, Target::Pages, s, &format!("page number {s}"));
+        }
         let mut two = Notes::default();
-        note(&mut two, Target::Pages, 2, "p2 third");
         note(&mut two, Target::Buckets, 4, "b4");
+        note(&mut two, Target::Pages, 2, "p2 third");
         note(&mut two, Target::Pages, 5, "p5 new");
-        let payloads = vec![one.buf.clone(), two.buf.clone()];
+        let payloads = vec![payload(one), payload(two)];
         let mut map = SlotMap::default();
         for (t, s) in [
             (Target::Pages, 1),
@@ -280,36 +359,93 @@ mod tests {
         ] {
             map.set(t, s, true);
         }
-        let merge = Merge::new(3, payloads.clone(), [8, 8]).unwrap();
-        catalog_file(dir.path(), &io, 5, Source::Merge(&merge, &map));
-        let streamed = notes_on_disk(dir.path(), &map, lengths);
+        for s in 100..3000 {
+            map.set(Target::Pages, s, true);
+        }
 
-        // The same through the whole-read fold, from the old catalog file.
-        let dir2 = tempfile::tempdir().unwrap();
-        catalog_file(dir2.path(), &io, 3, Source::Notes(&old));
-        let (_, _, bytes) = read_file(&dir_of(dir2.path())).unwrap();
+        // The whole-read fold, from the old catalog file.
+        catalog_file(dir.path(), &io, 3, Source::Notes(&old));
+        let (_, _, bytes) = read_file(&dir_of(dir.path())).unwrap();
         let meta = Meta {
             lengths,
             ..Meta::default()
         };
-        let whole = fold([vec![bytes], payloads].concat(), &meta, &map).unwrap();
+        let whole = fold([vec![bytes], payloads.clone()].concat(), &meta, &map).unwrap();
         let expected: Vec<_> = SLOTTED
             .iter()
             .flat_map(|&t| whole.notes(t).map(move |(s, n)| (t, s, n.to_vec())))
             .collect();
-        assert_eq!(streamed, expected);
-        assert_eq!(streamed.len(), 6);
-        assert!(streamed.contains(&(Target::Pages, 2, b"p2 third".to_vec())));
-        assert!(streamed.contains(&(Target::Pages, 5, b"p5 new".to_vec())));
+        assert_eq!(expected.len(), 6 + 2900);
+        assert!(expected.contains(&(Target::Pages, 2, b"p2 third".to_vec())));
+        assert!(expected.contains(&(Target::Pages, 5, b"p5 new".to_vec())));
+        assert!(payloads[0].len() > 10 * BLOCK_SIZE);
+
+        // Streamed, with the records in RAM or read from the log a block or
+        // many at a time: the same.
+        for (how, batch) in [("ram", 0), ("log", 1), ("log", 2), ("log", 256)] {
+            let logs = tempfile::tempdir().unwrap();
+            let payloads = match how {
+                "ram" => in_ram(&payloads),
+                _ => logged(logs.path(), &io, 3, &payloads, batch),
+            };
+            catalog_file(dir.path(), &io, 3, Source::Notes(&old));
+            let merge = Merge { base: 3, payloads };
+            catalog_file(dir.path(), &io, 5, Source::Merge(merge, &map));
+            assert_eq!(
+                notes_on_disk(dir.path(), &map, lengths),
+                expected,
+                "{how} {batch}"
+            );
+        }
 
         // A used slot whose newest note is empty cannot be served.
         let mut three = Notes::default();
         three.add(Target::Buckets, 4, |_| {});
-        let voided = Merge::new(5, vec![three.buf], [8, 8]).unwrap();
-        let source = Source::Merge(&voided, &map);
+        let voided = Merge {
+            base: 5,
+            payloads: in_ram(&[payload(three)]),
+        };
+        let source = Source::Merge(voided, &map);
         assert!(write_file(&dir_of(dir.path()), &io, 6, 7, source).is_err());
         // And the catalog file it failed to replace is whole.
-        assert_eq!(notes_on_disk(dir.path(), &map, lengths), streamed);
+        assert_eq!(notes_on_disk(dir.path(), &map, lengths), expected);
+    }
+
+    #[test]
+    fn a_record_unsorted_or_damaged_in_the_log_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Io::start(IoBackend::ThreadPool, None).unwrap();
+        let mut map = SlotMap::default();
+        let mut old = Notes::default();
+        let mut record = Notes::default();
+        for s in 0..1000u32 {
+            map.set(Target::Pages, s as u64, true);
+            note(&mut old, Target::Pages, s, "old");
+            note(&mut record, Target::Pages, 999 - s, "a newer note");
+        }
+        let fold_with = |payloads: Payloads| {
+            catalog_file(dir.path(), &io, 1, Source::Notes(&old));
+            let merge = Merge { base: 1, payloads };
+            write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(merge, &map))
+        };
+        // As an older build logged it, unsorted.
+        let unsorted = vec![record.buf.clone()];
+        assert!(fold_with(in_ram(&unsorted)).is_err());
+        let logs = tempfile::tempdir().unwrap();
+        assert!(fold_with(logged(logs.path(), &io, 1, &unsorted, 2)).is_err());
+        // Sorted, it folds; with one byte of it flipped on disk, it does not.
+        let good = vec![payload(record)];
+        let logs = tempfile::tempdir().unwrap();
+        fold_with(logged(logs.path(), &io, 1, &good, 2)).unwrap();
+        for at in [20, 3 * BLOCK_SIZE + 7] {
+            let logs = tempfile::tempdir().unwrap();
+            let payloads = logged(logs.path(), &io, 1, &good, 2);
+            let path = logs.path().join(LOG);
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[at] ^= 1;
+            std::fs::write(&path, bytes).unwrap();
+            assert!(fold_with(payloads).is_err(), "byte {at}");
+        }
     }
 
     /// Version 1 files (bucket notes without the largest key) are still
@@ -350,8 +486,11 @@ mod tests {
         note(&mut unsorted, Target::Pages, 2, "p2");
         note(&mut unsorted, Target::Pages, 1, "p1");
         catalog_file(dir.path(), &io, 1, Source::Notes(&unsorted));
-        let merge = Merge::new(1, Vec::new(), [8, 8]).unwrap();
-        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err());
+        let merge = || Merge {
+            base: 1,
+            payloads: in_ram(&[]),
+        };
+        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(merge(), &map)).is_err());
         // Written through `from_scan`, as open writes it now, it streams.
         let meta = Meta {
             lengths: [8, 8, 0],
@@ -359,7 +498,7 @@ mod tests {
         };
         let scanned = from_scan(unsorted, &meta, &map).unwrap();
         catalog_file(dir.path(), &io, 1, Source::Catalog(&scanned));
-        write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).unwrap();
+        write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(merge(), &map)).unwrap();
         let streamed = notes_on_disk(dir.path(), &map, [8, 8, 0]);
         assert_eq!(streamed.len(), 2);
 
@@ -372,9 +511,12 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[BLOCK_SIZE + 12] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&merge, &map)).is_err());
+        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(merge(), &map)).is_err());
         // Records of another catalog file's commit do not merge into this one.
-        let other = Merge::new(9, Vec::new(), [8, 8]).unwrap();
-        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(&other, &map)).is_err());
+        let other = Merge {
+            base: 9,
+            payloads: in_ram(&[]),
+        };
+        assert!(write_file(&dir_of(dir.path()), &io, 2, 7, Source::Merge(other, &map)).is_err());
     }
 }

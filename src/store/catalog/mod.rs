@@ -30,7 +30,7 @@ use crate::io::{DataFile, Dir, Io};
 use crate::Error;
 
 pub(super) use keeper::Keeper;
-use merge::Merge;
+use merge::{Merge, Payloads, LOG_READ_BUDGET};
 
 const LOG: &str = "catalog.log";
 const FILE: &str = "catalog";
@@ -153,12 +153,9 @@ impl Catalog {
     }
 }
 
-/// Log payloads kept in RAM up to this many bytes, so that a fold reads only
-/// the catalog file back: the log, just written, is slow to read on a busy disk.
-pub(super) const RECENT_MAX: usize = 64 << 20;
-
-/// The records since the catalog file, kept in RAM while they are small.
-#[derive(Default)]
+/// The records since the catalog file, kept in RAM while they are small
+/// ([`Tuning::recent_bytes`](crate::store::Tuning)), so that a fold need not
+/// read them back: the log, just written, is slow to read on a busy disk.
 pub(super) struct Recent {
     /// The commit the catalog file describes.
     pub(super) base: u64,
@@ -168,14 +165,24 @@ pub(super) struct Recent {
     pub(super) payloads: Option<Vec<Vec<u8>>>,
     /// Their bytes.
     pub(super) len: usize,
+    /// The most bytes kept.
+    max: usize,
 }
 
 impl Recent {
+    /// None yet after a catalog file of commit `base`; up to `max` bytes.
+    pub(super) fn new(base: u64, max: usize) -> Recent {
+        Recent {
+            base,
+            payloads: Some(Vec::new()),
+            len: 0,
+            max,
+        }
+    }
+
     /// Starts again after a catalog file of commit `base`.
     pub(super) fn restart(&mut self, base: u64) {
-        self.base = base;
-        self.payloads = Some(Vec::new());
-        self.len = 0;
+        *self = Recent::new(base, self.max);
     }
 
     /// Adds the payload of the next commit's record.
@@ -183,7 +190,7 @@ impl Recent {
         let Some(payloads) = &mut self.payloads else {
             return;
         };
-        if self.len + payload.len() > RECENT_MAX {
+        if self.len + payload.len() > self.max {
             self.payloads = None;
             return;
         }
@@ -202,7 +209,7 @@ pub(super) struct Found {
     pub(super) seed: u64,
     pub(super) file_blocks: u64,
     /// The commit the catalog file describes, and the payloads of the log's
-    /// records after it, if they fit [`RECENT_MAX`].
+    /// records after it, if they fit in RAM.
     pub(super) recent: Recent,
     /// `None`: unusable.
     pub(super) catalog: Option<Catalog>,
@@ -218,11 +225,12 @@ pub(super) fn load(
     durable: &Meta,
     map: &SlotMap,
     fresh_seed: u64,
+    recent_max: usize,
 ) -> Result<Found, Error> {
     // Without a catalog file the log has nothing to join: it is emptied unread.
     if let Some(catalog_file) = read_file(dir).filter(|(base, ..)| *base <= durable.seqno) {
         let records = log.load(since(catalog_file.0, durable.seqno))?;
-        if let Some(found) = usable(catalog_file, records, durable, map) {
+        if let Some(found) = usable(catalog_file, records, durable, map, recent_max) {
             return Ok(found);
         }
     }
@@ -231,27 +239,30 @@ pub(super) fn load(
     Ok(Found {
         seed: fresh_seed,
         file_blocks: 0,
-        recent: Recent::default(),
+        recent: Recent::new(0, recent_max),
         catalog: None,
     })
 }
 
 /// The catalog of a whole catalog file `(base, seed, notes)` and the log's
-/// `records`, if they reach `durable` and note every used slot.
+/// `records`, if they reach `durable` and note every used slot; their
+/// payloads kept for the next fold if they total at most `recent_max` bytes.
 fn usable(
     (base, seed, catalog_file): (u64, u64, Vec<u8>),
     records: Records,
     durable: &Meta,
     map: &SlotMap,
+    recent_max: usize,
 ) -> Option<Found> {
     let file_blocks = 1 + catalog_file.len().div_ceil(BLOCK_SIZE) as u64;
-    let after = payloads(records, base, durable.seqno)?;
-    let len = after.len();
-    let recent = Recent {
-        base,
-        payloads: (len <= RECENT_MAX).then(|| vec![after.clone()]),
-        len,
-    };
+    let (after, lens) = payloads(records, base, durable.seqno)?;
+    let mut recent = Recent::new(base, recent_max);
+    // One payload per record, as a fold streams each in its own order.
+    let mut at = 0;
+    for len in lens {
+        recent.push(after[at..at + len].to_vec());
+        at += len;
+    }
     let catalog = fold(vec![catalog_file, after], durable, map)?;
     Some(Found {
         seed,
@@ -277,31 +288,25 @@ fn since(base: u64, durable: u64) -> impl FnMut(u64) -> Keep {
     }
 }
 
-/// The payloads of `records` (taken by [`since`]), joined; `None` unless
-/// they reach `durable`.
-fn payloads(records: Records, base: u64, durable: u64) -> Option<Vec<u8>> {
+/// The payloads of `records` (taken by [`since`]), joined, and each one's
+/// length; `None` unless they reach `durable`.
+fn payloads(records: Records, base: u64, durable: u64) -> Option<(Vec<u8>, Vec<usize>)> {
     if records.kept.last().map_or(base, |(seqno, _)| *seqno) != durable {
         return None;
     }
-    // Moved to the front of the log's own buffer: a fold that reads the log
-    // back (past RECENT_MAX, as at 2^27 accounts) held it, a copy of its
-    // payloads and the catalog file at once.
+    // Moved to the front of the log's own buffer rather than copied: open
+    // holds them beside the whole catalog file.
     let mut after = records.bytes;
     let mut len = 0;
+    let mut lens = Vec::with_capacity(records.kept.len());
     for (_, range) in records.kept {
         let n = range.len();
         after.copy_within(range, len);
         len += n;
+        lens.push(n);
     }
     after.truncate(len);
-    Some(after)
-}
-
-/// The records after the catalog file of commit `base` up to the `durable` one,
-/// read back from `log`, for a fold whose records outgrew RAM.
-pub(super) fn records_since(log: &RecordLog, base: u64, durable: u64) -> Option<Vec<u8>> {
-    let records = log.read(since(base, durable)).ok()?;
-    payloads(records, base, durable)
+    Some((after, lens))
 }
 
 /// A catalog file's block 0 (layout in docs/format.md).
@@ -442,7 +447,29 @@ pub(super) fn record(
         let slot = u32::try_from(slot).map_err(|_| Error::Internal("a slot past u32"))?;
         payload.add(target, slot, |_| {});
     }
-    Ok(payload.buf)
+    Ok(sorted(payload))
+}
+
+/// The entries of `notes` (which parse) in target, then slot order, as a fold
+/// streams them.
+fn sorted(notes: Notes) -> Vec<u8> {
+    let mut entries: Vec<_> = notes
+        .entries()
+        .flatten()
+        .map(|(start, target, slot, note)| {
+            let key = (SLOTTED.iter().position(|&t| t == target), slot);
+            (key, start - ENTRY_HEADER, start + note.len())
+        })
+        .collect();
+    if entries.is_sorted_by_key(|e| e.0) {
+        return notes.buf;
+    }
+    entries.sort_unstable_by_key(|e| e.0);
+    let mut buf = Vec::with_capacity(notes.buf.len());
+    for (_, from, to) in entries {
+        buf.extend_from_slice(&notes.buf[from..to]);
+    }
+    buf
 }
 
 /// The catalog of the notes a scan of every used block made, sorted by
@@ -460,7 +487,7 @@ pub(super) enum Source<'a> {
     Catalog(&'a Catalog),
     /// The catalog file on disk merged with the records in RAM, for the slots
     /// the map uses.
-    Merge(&'a Merge, &'a SlotMap),
+    Merge(Merge, &'a SlotMap),
 }
 
 /// Writes the catalog file of commit `seqno` with `seed` and replaces the old one;
@@ -636,5 +663,34 @@ mod tests {
         notes.add(Target::Pages, 5, |b| b.push(1));
         let e = written_by(1, &notes, &[(Target::Pages, 4)]).err();
         assert!(matches!(e, Some(Error::Internal(_))), "{e:?}");
+    }
+
+    /// A fold streams records in target and slot order, whatever order the
+    /// stores noted their slots in, and the slots written without a note.
+    #[test]
+    fn a_record_lists_its_slots_in_order() {
+        let mut notes = Notes::default();
+        notes.add(Target::Buckets, 2, |b| b.push(1));
+        notes.add(Target::Pages, 9, |b| b.push(2));
+        notes.add(Target::Pages, 3, |b| b.push(3));
+        let written = [
+            (Target::Buckets, 2),
+            (Target::Pages, 9),
+            (Target::Pages, 3),
+            (Target::Buckets, 1),
+            (Target::Pages, 4),
+        ];
+        let bytes = written_by(1, &notes, &written).unwrap();
+        let listed: Vec<_> = (NoteIter { buf: &bytes, at: 0 })
+            .map(|e| e.map(|(_, t, s, note)| (t, s, note.to_vec())).unwrap())
+            .collect();
+        let expected = [
+            (Target::Pages, 3, vec![3]),
+            (Target::Pages, 4, vec![]),
+            (Target::Pages, 9, vec![2]),
+            (Target::Buckets, 1, vec![]),
+            (Target::Buckets, 2, vec![1]),
+        ];
+        assert_eq!(listed, expected);
     }
 }
