@@ -12,25 +12,42 @@ use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 /// payload length.
 pub(super) const HEADER: usize = 32;
 
-/// `payload` as the record of commit `seqno` in a log of `magic`, in blocks.
-/// Written straight into the blocks: a commit's catalog record is megabytes,
-/// and every copy of it was on the commit's critical path.
-pub(super) fn frame(magic: &[u8; 8], seqno: u64, payload: &[u8]) -> Vec<BlockBuf> {
+/// The payload `parts` make, one after another, as the record of commit
+/// `seqno` in a log of `magic`, in blocks. Written straight into the blocks:
+/// a commit's catalog record is megabytes, and every copy of it was on the
+/// commit's critical path.
+pub(super) fn frame(magic: &[u8; 8], seqno: u64, parts: &[&[u8]]) -> Vec<BlockBuf> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
     let mut header = [0u8; HEADER];
     header[0..8].copy_from_slice(magic);
     header[16..24].copy_from_slice(&seqno.to_le_bytes());
-    header[24..32].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    header[24..32].copy_from_slice(&(len as u64).to_le_bytes());
     let mut sum = twox_hash::XxHash3_64::with_seed(0);
     sum.write(&header[16..]);
-    sum.write(payload);
+    for part in parts {
+        sum.write(part);
+    }
     header[8..16].copy_from_slice(&sum.finish().to_le_bytes());
 
-    let first = payload.len().min(BLOCK_SIZE - HEADER);
-    let mut blocks = Vec::with_capacity(1 + (payload.len() - first).div_ceil(BLOCK_SIZE));
-    let mut b = padded(&payload[..first], HEADER);
-    b.0[..HEADER].copy_from_slice(&header);
-    blocks.push(b);
-    blocks.extend(payload[first..].chunks(BLOCK_SIZE).map(|c| padded(c, 0)));
+    let mut blocks = Vec::with_capacity((HEADER + len).div_ceil(BLOCK_SIZE));
+    let mut block = Block::for_read();
+    block.0[..HEADER].copy_from_slice(&header);
+    let mut at = HEADER;
+    for part in parts {
+        let mut rest = *part;
+        while !rest.is_empty() {
+            if at == BLOCK_SIZE {
+                blocks.push(std::mem::replace(&mut block, Block::for_read()));
+                at = 0;
+            }
+            let n = rest.len().min(BLOCK_SIZE - at);
+            block.0[at..at + n].copy_from_slice(&rest[..n]);
+            at += n;
+            rest = &rest[n..];
+        }
+    }
+    block.0[at..].fill(0);
+    blocks.push(block);
     blocks
 }
 
@@ -125,7 +142,7 @@ mod tests {
 
     #[test]
     fn a_damaged_record_ends_the_log() {
-        let blocks = frame(b"testtest", 3, &[7; 5000]);
+        let blocks = frame(b"testtest", 3, &[&[7; 5000]]);
         let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
         assert_eq!(
             parse(b"testtest", &log, 0),
@@ -147,8 +164,14 @@ mod tests {
             BLOCK_SIZE - HEADER + 1,
         ] {
             let payload: Vec<u8> = (0..len).map(|i| i as u8 | 1).collect();
-            let blocks = frame(b"testtest", 4, &payload);
+            let blocks = frame(b"testtest", 4, &[&payload]);
             assert_eq!(blocks.len(), (HEADER + len).div_ceil(BLOCK_SIZE).max(1));
+            // The same payload in parts, cut anywhere, frames the same.
+            for cut in [0, len / 3, len] {
+                let (a, b) = payload.split_at(cut);
+                let parts = frame(b"testtest", 4, &[a, &[], b]);
+                assert!(parts.iter().map(|b| b.0).eq(blocks.iter().map(|b| b.0)));
+            }
             let log: Vec<u8> = blocks.iter().flat_map(|b| b.0).collect();
             let next = blocks.len() * BLOCK_SIZE;
             assert_eq!(

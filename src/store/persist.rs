@@ -131,17 +131,18 @@ impl Store {
         }
         map_file.reserve(meta.map_blocks)?;
         let history = match batch.history.take() {
-            Some(payload) => Some(
-                self.history
-                    .lock()
-                    .log
-                    .prepare(&self.dir, meta.seqno, &payload)?,
-            ),
+            Some(payload) => Some(self.history.lock().log.prepare(
+                &self.dir,
+                meta.seqno,
+                &[&payload],
+            )?),
             None => None,
         };
         let history_blocks = history.as_ref().map(|h| h.2.len() as u64);
         let mut catalog = self.catalog.lock();
-        let record = catalog.log.prepare(&self.dir, meta.seqno, &payload)?;
+        let record = catalog
+            .log
+            .prepare(&self.dir, meta.seqno, &payload.parts())?;
         let record_blocks = record.2.len() as u64;
         // Past the last refusal: from here the commit lands or poisons.
         catalog.recent.push(payload);

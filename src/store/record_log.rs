@@ -126,20 +126,21 @@ impl RecordLog {
         self.end
     }
 
-    /// The record of commit `seqno` in blocks, where it goes, and room
-    /// reserved for it: the commit writes and syncs it before its commit
-    /// point, then calls [`RecordLog::appended`].
+    /// The record of commit `seqno`, whose payload `parts` make one after
+    /// another, in blocks, where it goes, and room reserved for it: the
+    /// commit writes and syncs it before its commit point, then calls
+    /// [`RecordLog::appended`].
     pub(super) fn prepare(
         &mut self,
         dir: &Dir,
         seqno: u64,
-        payload: &[u8],
+        parts: &[&[u8]],
     ) -> Result<LogRecord, Error> {
         if self.dir_unsynced {
             dir.sync()?;
             self.dir_unsynced = false;
         }
-        let blocks = framing::frame(self.magic, seqno, payload);
+        let blocks = framing::frame(self.magic, seqno, parts);
         self.file.reserve(self.end + blocks.len() as u64)?;
         Ok((self.file.clone(), self.end, blocks))
     }

@@ -119,7 +119,10 @@ impl Store {
         let base = state.recent.base;
         let durable_seqno = durable.meta.seqno;
         let payloads = match state.recent.payloads.take() {
-            Some(payloads) => Some(Payloads::Ram(payloads)),
+            // Put in order one at a time, each dropped once copied.
+            Some(payloads) => Some(Payloads::Ram(
+                payloads.into_iter().map(|p| p.into_sorted()).collect(),
+            )),
             None => {
                 let records = durable_seqno.saturating_sub(base).max(1);
                 let batch = LOG_READ_BUDGET / BLOCK_SIZE as u64 / records;

@@ -297,7 +297,7 @@ mod tests {
     fn logged(dir: &Path, io: &Io, base: u64, payloads: &[Vec<u8>], batch: u64) -> Payloads {
         let mut log = RecordLog::open(&dir_of(dir), LOG, RECORD_MAGIC).unwrap();
         for (seqno, payload) in (base + 1..).zip(payloads) {
-            let (file, at, blocks) = log.prepare(&dir_of(dir), seqno, payload).unwrap();
+            let (file, at, blocks) = log.prepare(&dir_of(dir), seqno, &[payload]).unwrap();
             let n = blocks.len() as u64;
             write_blocks(io, &file, at, blocks).unwrap();
             log.appended(seqno, n);
@@ -313,7 +313,7 @@ mod tests {
 
     /// `notes`' payload as a commit's record holds it.
     fn payload(notes: Notes) -> Vec<u8> {
-        sorted(notes)
+        sorted(notes).into_sorted()
     }
 
     #[test]
