@@ -160,6 +160,29 @@ impl Db {
         })
     }
 
+    /// Waits until the page warmer has finished and the fetcher has acted on
+    /// every hint sent so far, with all its reads arrived.
+    #[cfg(test)]
+    pub(crate) fn settle_prefetch(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let warmer = self
+            .threads
+            .iter()
+            .find(|t| t.thread().name() == Some("pagetrie-warm"));
+        while warmer.is_some_and(|t| !t.is_finished()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the warmer never ended"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let (done, arrived) = crossbeam_channel::bounded(1);
+        if let Some(keys) = self.shared.prefetch.read().as_ref() {
+            keys.send(prefetch::Hints::Barrier(done)).unwrap();
+            arrived.recv().unwrap();
+        }
+    }
+
     /// The root of the committed trie: the newest commit that sessions begin
     /// on and [`Db::read`] answers from.
     ///

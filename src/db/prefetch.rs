@@ -32,6 +32,10 @@ pub(super) struct Hint {
 pub(super) enum Hints {
     Session(Vec<Hint>),
     Bulk(Vec<Hint>),
+    /// Answered once every hint sent before it has been acted on and its
+    /// reads have arrived: tests wait on it instead of on a quiet spell.
+    #[cfg(test)]
+    Barrier(crossbeam_channel::Sender<()>),
 }
 
 /// Sessions' hints sent and not yet acted on, at most `limit`
@@ -158,6 +162,9 @@ struct Fetcher {
     /// The newest bulk batch's hints not yet acted on.
     bulk: std::vec::IntoIter<Hint>,
     fetches: Fetches<Wanted>,
+    /// Barriers waiting for the fetcher to be idle.
+    #[cfg(test)]
+    barriers: Vec<crossbeam_channel::Sender<()>>,
 }
 
 impl Fetcher {
@@ -166,6 +173,18 @@ impl Fetcher {
             queue: Default::default(),
             bulk: Vec::new().into_iter(),
             fetches: Fetches::new(),
+            #[cfg(test)]
+            barriers: Vec::new(),
+        }
+    }
+
+    /// Answers the barriers once nothing is queued or in flight.
+    #[cfg(test)]
+    fn answer_barriers(&mut self) {
+        if self.queue.is_empty() && self.bulk.len() == 0 && self.fetches.len() == 0 {
+            for barrier in self.barriers.drain(..) {
+                let _ = barrier.send(());
+            }
         }
     }
 
@@ -181,6 +200,8 @@ impl Fetcher {
                             shared.hints.bulk.store(hints.len(), Ordering::SeqCst);
                             self.bulk = hints.into_iter();
                         }
+                        #[cfg(test)]
+                        Hints::Barrier(barrier) => self.barriers.push(barrier),
                     }
                     self.pump(&shared);
                 }
@@ -195,6 +216,8 @@ impl Fetcher {
                     self.pump(&shared);
                 }
             }
+            #[cfg(test)]
+            self.answer_barriers();
         }
     }
 

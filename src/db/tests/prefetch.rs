@@ -1,25 +1,12 @@
 //! What hints load: everything the commit of the hinted keys reads.
 
-use std::time::{Duration, Instant};
-
 use crate::test_support::key;
 use crate::{Db, Options};
 
-/// Waits until the fetcher has taken every hint and started no read for half
-/// a second, so the reads it started have arrived.
+/// Waits until the warmer has ended and the fetcher has taken every hint,
+/// with the reads it started arrived.
 fn settle(db: &Db) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = (u64::MAX, Instant::now());
-    loop {
-        let metrics = db.metrics();
-        if metrics.hints_queued > 0 || metrics.reads_issued != last.0 {
-            last = (metrics.reads_issued, Instant::now());
-        } else if last.1.elapsed() > Duration::from_millis(500) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "reads never stopped");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    db.settle_prefetch();
 }
 
 /// A database of keys `0..n` (each valued `[i as u8; 8]`), committed,
