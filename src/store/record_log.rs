@@ -288,7 +288,10 @@ impl PayloadReader {
             }
         };
         // Whole blocks of this record only: a first batch may run past it.
-        let blocks = (skip as u64 + *left).div_ceil(block).min(want);
+        let end = left
+            .checked_add(skip as u64)
+            .ok_or_else(|| bad("a log record's length"))?;
+        let blocks = end.div_ceil(block).min(want);
         if (bytes.len() as u64) < blocks * block {
             return Err(bad("a log record past the end of its file"));
         }

@@ -380,6 +380,19 @@ mod tests {
         assert!(expected.contains(&(Target::Pages, 5, b"p5 new".to_vec())));
         assert!(payloads[0].len() > 10 * BLOCK_SIZE);
 
+        // An empty record, and one that ends on a block's edge (four notes of
+        // 1016 bytes with their headers, after the record's 32), first: the
+        // records after them note the same slots, so the result is the same.
+        let mut edge = Notes::default();
+        for s in 100..104 {
+            let text = format!("page number {s}");
+            note(&mut edge, Target::Pages, s, &format!("{text:<1007}"));
+        }
+        let mut payloads = payloads;
+        payloads.insert(0, Vec::new());
+        payloads.insert(0, payload(edge));
+        assert_eq!(32 + payloads[0].len(), BLOCK_SIZE);
+
         // Streamed, with the records in RAM or read from the log a block or
         // many at a time: the same.
         for (how, batch) in [("ram", 0), ("log", 1), ("log", 2), ("log", 256)] {
@@ -433,11 +446,17 @@ mod tests {
         assert!(fold_with(in_ram(&unsorted)).is_err());
         let logs = tempfile::tempdir().unwrap();
         assert!(fold_with(logged(logs.path(), &io, 1, &unsorted, 2)).is_err());
-        // Sorted, it folds; with one byte of it flipped on disk, it does not.
+        // Sorted, it folds; with one byte of it flipped on disk, it does not:
+        // the header's checksum, its seqno, or a byte of a note in the first
+        // block or the fourth (each entry 21 bytes from byte 32), which only
+        // the checksum catches.
         let good = vec![payload(record)];
         let logs = tempfile::tempdir().unwrap();
         fold_with(logged(logs.path(), &io, 1, &good, 2)).unwrap();
-        for at in [20, 3 * BLOCK_SIZE + 7] {
+        let note_byte = |entry: usize| 32 + 21 * entry + 9 + 3;
+        assert_eq!(note_byte(583) / BLOCK_SIZE, 2);
+        assert_eq!(note_byte(600) / BLOCK_SIZE, 3);
+        for at in [8, 20, note_byte(100), note_byte(600)] {
             let logs = tempfile::tempdir().unwrap();
             let payloads = logged(logs.path(), &io, 1, &good, 2);
             let path = logs.path().join(LOG);

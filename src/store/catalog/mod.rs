@@ -209,7 +209,7 @@ pub(super) struct Recent {
     /// large (a fold then reads the log). Each is kept as `record` made it:
     /// appending them to one buffer cost the commit a copy and fresh pages.
     pub(super) payloads: Option<Vec<Payload>>,
-    /// Their bytes.
+    /// The RAM they take.
     pub(super) len: usize,
     /// The most bytes kept.
     max: usize,
@@ -236,11 +236,11 @@ impl Recent {
         let Some(payloads) = &mut self.payloads else {
             return;
         };
-        if self.len + payload.len() > self.max {
+        if self.len + payload.ram() > self.max {
             self.payloads = None;
             return;
         }
-        self.len += payload.len();
+        self.len += payload.ram();
         // Grown by appending the plans' notes, it had a third more room than
         // bytes (about 10 MB a commit at 2^24 accounts, kept until a fold);
         // shrinking a heap block in place frees the rest without a copy.
@@ -303,11 +303,17 @@ fn usable(
     let file_blocks = 1 + catalog_file.len().div_ceil(BLOCK_SIZE) as u64;
     let (after, lens) = payloads(records, base, durable.seqno)?;
     let mut recent = Recent::new(base, recent_max);
-    // One payload per record, as a fold streams each in its own order.
-    let mut at = 0;
-    for len in lens {
-        recent.push(Payload::in_order(after[at..at + len].to_vec()));
-        at += len;
+    // One payload per record, as a fold streams each in its own order;
+    // copied only if they fit (about 400 MB of log at 2^27 do not).
+    match after.len() <= recent_max {
+        true => {
+            let mut at = 0;
+            for len in lens {
+                recent.push(Payload::in_order(after[at..at + len].to_vec()));
+                at += len;
+            }
+        }
+        false => recent.payloads = None,
     }
     let catalog = fold(vec![catalog_file, after], durable, map)?;
     Some(Found {
@@ -520,9 +526,10 @@ impl Payload {
         self.order.iter().map(|r| &self.buf[r.clone()]).collect()
     }
 
-    /// Its bytes.
-    pub(super) fn len(&self) -> usize {
-        self.buf.len()
+    /// The RAM it takes: its bytes, and its order (an entry each where the
+    /// runs overlapped).
+    pub(super) fn ram(&self) -> usize {
+        self.buf.len() + self.order.len() * std::mem::size_of::<Range<usize>>()
     }
 
     /// Frees the buffer's room beyond its bytes.
