@@ -258,7 +258,7 @@ mod tests {
     use std::path::Path;
 
     use super::super::{
-        fold, from_scan, read_file, sorted, write_file, Notes, Source, LOG, RECORD_MAGIC,
+        fold, from_scan, load, read_file, sorted, write_file, Notes, Source, LOG, RECORD_MAGIC,
     };
     use super::*;
     use crate::io::{Io, IoBackend};
@@ -464,6 +464,43 @@ mod tests {
             bytes[at] ^= 1;
             std::fs::write(&path, bytes).unwrap();
             assert!(fold_with(payloads).is_err(), "byte {at}");
+        }
+    }
+
+    /// Open keeps each record since the catalog file for the next fold, as
+    /// the commit made it, if they fit the RAM allowed; else none.
+    #[test]
+    fn open_keeps_the_records_for_the_next_fold_only_if_they_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Io::start(IoBackend::ThreadPool, None).unwrap();
+        let mut map = SlotMap::default();
+        let mut old = Notes::default();
+        let mut records = vec![Notes::default(), Notes::default()];
+        for s in 0..100u32 {
+            map.set(Target::Pages, s as u64, true);
+            note(&mut old, Target::Pages, s, "old");
+            note(&mut records[(s % 2) as usize], Target::Pages, s, "newer");
+        }
+        let payloads: Vec<_> = records.into_iter().map(payload).collect();
+        let meta = Meta {
+            seqno: 3,
+            lengths: [100, 0, 0],
+            ..Meta::default()
+        };
+        let total = payloads.iter().map(Vec::len).sum::<usize>();
+        for (max, kept) in [(2 * total, true), (total - 1, false)] {
+            catalog_file(dir.path(), &io, 1, Source::Notes(&old));
+            std::fs::remove_file(dir.path().join(LOG)).ok();
+            let _ = logged(dir.path(), &io, 1, &payloads, 1);
+            let mut log = RecordLog::open(&dir_of(dir.path()), LOG, RECORD_MAGIC).unwrap();
+            let found = load(&dir_of(dir.path()), &mut log, &meta, &map, 7, max).unwrap();
+            let catalog = found.catalog.unwrap();
+            assert!(catalog.notes(Target::Pages).all(|(_, n)| n == b"newer"));
+            let recent = found
+                .recent
+                .payloads
+                .map(|p| p.into_iter().map(|p| p.into_sorted()).collect::<Vec<_>>());
+            assert_eq!(recent, kept.then(|| payloads.clone()), "max {max}");
         }
     }
 

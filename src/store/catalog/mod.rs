@@ -305,15 +305,16 @@ fn usable(
     let mut recent = Recent::new(base, recent_max);
     // One payload per record, as a fold streams each in its own order;
     // copied only if they fit (about 400 MB of log at 2^27 do not).
-    match after.len() <= recent_max {
-        true => {
-            let mut at = 0;
-            for len in lens {
-                recent.push(Payload::in_order(after[at..at + len].to_vec()));
-                at += len;
-            }
+    if after.len() > recent_max {
+        recent.payloads = None;
+    }
+    let mut at = 0;
+    for len in lens {
+        if recent.payloads.is_none() {
+            break;
         }
-        false => recent.payloads = None,
+        recent.push(Payload::in_order(after[at..at + len].to_vec()));
+        at += len;
     }
     let catalog = fold(vec![catalog_file, after], durable, map)?;
     Some(Found {
