@@ -26,16 +26,16 @@ use crate::Error;
 const READ_BATCH: u64 = 256;
 
 /// RAM for the log records' read buffers together, shared out among them.
-pub(in crate::store) const LOG_READ_BUDGET: u64 = 16 << 20;
+pub(super) const LOG_READ_BUDGET: u64 = 16 << 20;
 
 /// The records since the catalog file of commit `base`, ready to merge into it.
-pub(in crate::store) struct Merge {
-    pub(in crate::store) base: u64,
-    pub(in crate::store) payloads: Payloads,
+pub(super) struct Merge {
+    pub(super) base: u64,
+    pub(super) payloads: Payloads,
 }
 
 /// The payloads of the records after the catalog file, in commit order.
-pub(in crate::store) enum Payloads {
+pub(super) enum Payloads {
     /// Kept in RAM since they were written.
     Ram(Vec<Vec<u8>>),
     /// Read back from the log.

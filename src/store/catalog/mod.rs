@@ -250,22 +250,22 @@ impl Recent {
 }
 
 /// What open found of the catalog.
-pub(super) struct Found {
+struct Found {
     /// The fingerprint seed the notes were made with.
-    pub(super) seed: u64,
-    pub(super) file_blocks: u64,
+    seed: u64,
+    file_blocks: u64,
     /// The commit the catalog file describes, and the payloads of the log's
     /// records after it, if they fit in RAM.
-    pub(super) recent: Recent,
+    recent: Recent,
     /// `None`: unusable.
-    pub(super) catalog: Option<Catalog>,
+    catalog: Option<Catalog>,
 }
 
 /// Reads the catalog of `durable` (whose used slots `map` gives) in `dir`,
 /// with `log` cut to its records, or, if it cannot serve, removes the
 /// catalog file and empties the log, so that later records never join stale
 /// ones. `fresh_seed` is the seed when there is no usable catalog file.
-pub(super) fn load(
+fn load(
     dir: &Dir,
     log: &mut RecordLog,
     durable: &Meta,
@@ -580,12 +580,12 @@ fn sorted(notes: Notes) -> Payload {
 
 /// The catalog of the notes a scan of every used block made, sorted by
 /// target and slot as every catalog file is written; `None` if a used slot has none.
-pub(super) fn from_scan(notes: Notes, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
+fn from_scan(notes: Notes, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
     fold(vec![notes.buf], durable, map)
 }
 
 /// Where a catalog file's notes come from.
-pub(super) enum Source<'a> {
+enum Source<'a> {
     /// Notes as they are, in any order: how a scan's catalog file was written
     /// before folds streamed (tests make such catalog files).
     #[cfg(test)]
@@ -598,13 +598,7 @@ pub(super) enum Source<'a> {
 
 /// Writes the catalog file of commit `seqno` with `seed` and replaces the old one;
 /// returns its length in blocks. The caller empties the log after.
-pub(super) fn write_file(
-    dir: &Dir,
-    io: &Io,
-    seqno: u64,
-    seed: u64,
-    source: Source<'_>,
-) -> Result<u64, Error> {
+fn write_file(dir: &Dir, io: &Io, seqno: u64, seed: u64, source: Source<'_>) -> Result<u64, Error> {
     let file = dir.open(FILE_NEW)?;
     file.erase()?;
     let mut out = FileWriter {
