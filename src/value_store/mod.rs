@@ -20,7 +20,7 @@
 //! one bucket read: how the trie rebuilds elided pages and finds leaf preimages.
 //! The directory also keeps the first bits of each bucket's largest key, so a
 //! prefix whose range begins past the last key of a bucket does not read it.
-//! Values longer than [`INLINE_MAX`] live in the `overflow` file; their bucket
+//! Values longer than [`INLINE_MAX`](bucket::INLINE_MAX) live in the `overflow` file; their bucket
 //! entry keeps the value hash.
 //!
 //! Owns buckets, the directory and overflow space. Knows nothing of the trie: it

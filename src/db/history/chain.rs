@@ -143,8 +143,9 @@ impl Chain {
             .collect()
     }
 
-    /// The top pages (levels up to [`KEPT_PAGE_LEVEL`]) that differ `depth`
-    /// commits back, as they were there.
+    /// The top pages (levels up to
+    /// [`KEPT_PAGE_LEVEL`](super::undo::KEPT_PAGE_LEVEL)) that differ
+    /// `depth` commits back, as they were there.
     pub(crate) fn pages_back(&self, depth: usize) -> Vec<PageChange> {
         let mut out = BTreeMap::new();
         for undo in self.newest(depth) {
