@@ -168,7 +168,7 @@ impl Db {
         let warmer = self
             .threads
             .iter()
-            .find(|t| t.thread().name() == Some("pagetrie-warm"));
+            .find(|t| t.thread().name() == Some(prefetch::WARM_THREAD));
         while warmer.is_some_and(|t| !t.is_finished()) {
             assert!(
                 std::time::Instant::now() < deadline,

@@ -129,6 +129,9 @@ pub(super) fn start(
         .spawn(move || Fetcher::new().run(&shared, &keys))
 }
 
+/// The warmer thread's name (tests wait for it to end).
+pub(super) const WARM_THREAD: &str = "pagetrie-warm";
+
 /// Pages read per batch while warming the cache.
 pub(super) const WARM_BATCH: usize = 256;
 
@@ -137,7 +140,7 @@ pub(super) const WARM_BATCH: usize = 256;
 /// closes.
 pub(super) fn start_warming(shared: Weak<Shared>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
-        .name("pagetrie-warm".into())
+        .name(WARM_THREAD.into())
         .spawn(move || loop {
             let Some(shared) = shared.upgrade() else {
                 return;

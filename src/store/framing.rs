@@ -51,12 +51,11 @@ pub(super) fn frame(magic: &[u8; 8], seqno: u64, parts: &[&[u8]]) -> Vec<BlockBu
     blocks
 }
 
-/// A block holding `bytes` from byte `at`, zeros around them.
-fn padded(bytes: &[u8], at: usize) -> BlockBuf {
+/// A block holding `bytes` from its start, zeros after them.
+fn padded(bytes: &[u8]) -> BlockBuf {
     let mut b = Block::for_read();
-    b.0[..at].fill(0);
-    b.0[at..at + bytes.len()].copy_from_slice(bytes);
-    b.0[at + bytes.len()..].fill(0);
+    b.0[..bytes.len()].copy_from_slice(bytes);
+    b.0[bytes.len()..].fill(0);
     b
 }
 
@@ -133,7 +132,7 @@ impl Check {
 
 /// `bytes` in zero-padded blocks.
 pub(super) fn to_blocks(bytes: &[u8]) -> Vec<BlockBuf> {
-    bytes.chunks(BLOCK_SIZE).map(|c| padded(c, 0)).collect()
+    bytes.chunks(BLOCK_SIZE).map(padded).collect()
 }
 
 #[cfg(test)]

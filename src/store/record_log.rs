@@ -92,8 +92,8 @@ impl RecordLog {
         Ok(records)
     }
 
-    /// The records on disk now, as [`RecordLog::load`] finds them, but
-    /// without cutting anything: for a reader beside the writer.
+    /// The records on disk now, as [`RecordLog::load`] finds them, before
+    /// it cuts what follows them.
     fn read(&self, mut keep: impl FnMut(u64) -> Keep) -> Result<Records, Error> {
         let bytes = self.file.read_bytes(0, u64::MAX)?;
         let (mut at, mut kept) = (0, Vec::new());
@@ -169,13 +169,13 @@ impl RecordLog {
     }
 
     /// Readers of the payloads of the records after commit `base` up to the
-    /// `durable` one, oldest first, each reading `batch` blocks at a time;
-    /// `None` unless the log holds every one of them.
+    /// `durable` one, oldest first, that share `budget` bytes of read buffer
+    /// (a block each at least); `None` unless the log holds every one of them.
     pub(super) fn readers_after(
         &self,
         base: u64,
         durable: u64,
-        batch: u64,
+        budget: u64,
     ) -> Option<Vec<PayloadReader>> {
         let after: Vec<_> = self.starts.iter().filter(|(s, _)| *s > base).collect();
         let runs = after
@@ -183,6 +183,7 @@ impl RecordLog {
             .zip(base + 1..)
             .all(|(&&(s, _), want)| s == want);
         let last = after.last().map_or(base, |(s, _)| *s);
+        let batch = (budget / BLOCK_SIZE as u64 / after.len().max(1) as u64).max(1);
         (runs && last == durable).then(|| {
             after
                 .iter()
@@ -192,7 +193,7 @@ impl RecordLog {
                     magic: self.magic,
                     seqno,
                     next: first,
-                    batch: batch.max(1),
+                    batch,
                     started: None,
                 })
                 .collect()

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::{
     from_scan, load, write_file, Catalog, Merge, Notes, Payloads, Recent, Source, LOG_READ_BUDGET,
 };
-use crate::block::BLOCK_SIZE;
 use crate::io::Dir;
 use crate::store::record_log::RecordLog;
 use crate::store::slot_map::SlotMap;
@@ -119,16 +118,11 @@ impl Store {
         let base = state.recent.base;
         let durable_seqno = durable.meta.seqno;
         let payloads = match state.recent.payloads.take() {
-            // Put in order one at a time, each dropped once copied.
-            Some(payloads) => Some(Payloads::Ram(
-                payloads.into_iter().map(|p| p.into_sorted()).collect(),
-            )),
-            None => {
-                let records = durable_seqno.saturating_sub(base).max(1);
-                let batch = LOG_READ_BUDGET / BLOCK_SIZE as u64 / records;
-                let readers = state.log.readers_after(base, durable_seqno, batch);
-                readers.map(Payloads::Log)
-            }
+            Some(payloads) => Some(Payloads::Ram(payloads)),
+            None => state
+                .log
+                .readers_after(base, durable_seqno, LOG_READ_BUDGET)
+                .map(Payloads::Log),
         };
         if let Some(payloads) = payloads {
             let source = Source::Merge(Merge { base, payloads }, &durable.map);

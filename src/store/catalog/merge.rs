@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use super::{parse_entry, Header, FILE};
+use super::{parse_entry, Header, Payload, FILE};
 use crate::block::BLOCK_SIZE;
 use crate::io::{DataFile, Dir};
 use crate::store::chained_sum::ChainedSum;
@@ -37,7 +37,7 @@ pub(super) struct Merge {
 /// The payloads of the records after the catalog file, in commit order.
 pub(super) enum Payloads {
     /// Kept in RAM since they were written.
-    Ram(Vec<Vec<u8>>),
+    Ram(Vec<Payload>),
     /// Read back from the log.
     Log(Vec<PayloadReader>),
 }
@@ -119,8 +119,12 @@ enum Feed {
         expected: u64,
     },
     Record(PayloadReader),
-    /// Already whole in the buffer.
-    Ram,
+    /// A payload kept in RAM, handed over a part of its order at a time
+    /// (`next` the part after those handed over).
+    Ram {
+        payload: Payload,
+        next: usize,
+    },
 }
 
 /// The note entries of one source, in order, read a batch at a time.
@@ -135,10 +139,10 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(feed: Feed, buf: Vec<u8>) -> Stream {
+    fn new(feed: Feed) -> Stream {
         Stream {
             feed,
-            buf,
+            buf: Vec::new(),
             at: 0,
             last: None,
             note: Vec::new(),
@@ -162,15 +166,15 @@ impl Stream {
             sum: ChainedSum::default(),
             expected: header.sum,
         };
-        Ok(Stream::new(feed, Vec::new()))
+        Ok(Stream::new(feed))
     }
 
     fn record(reader: PayloadReader) -> Stream {
-        Stream::new(Feed::Record(reader), Vec::new())
+        Stream::new(Feed::Record(reader))
     }
 
-    fn ram(payload: Vec<u8>) -> Stream {
-        Stream::new(Feed::Ram, payload)
+    fn ram(payload: Payload) -> Stream {
+        Stream::new(Feed::Ram { payload, next: 0 })
     }
 
     /// Appends the next batch of bytes to the buffer; false if none is left.
@@ -178,7 +182,14 @@ impl Stream {
         self.buf.drain(..self.at);
         self.at = 0;
         match &mut self.feed {
-            Feed::Ram => Ok(false),
+            Feed::Ram { payload, next } => match payload.part(*next) {
+                Some(part) => {
+                    self.buf.extend_from_slice(part);
+                    *next += 1;
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
             Feed::Record(reader) => reader.read_into(&mut self.buf),
             Feed::CatalogFile {
                 file,
@@ -303,12 +314,25 @@ mod tests {
             log.appended(seqno, n);
         }
         let last = base + payloads.len() as u64;
-        assert!(log.readers_after(base, last + 1, batch).is_none());
-        Payloads::Log(log.readers_after(base, last, batch).unwrap())
+        // A budget that gives each reader `batch` blocks.
+        let budget = batch * BLOCK_SIZE as u64 * payloads.len().max(1) as u64;
+        assert!(log.readers_after(base, last + 1, budget).is_none());
+        Payloads::Log(log.readers_after(base, last, budget).unwrap())
     }
 
     fn in_ram(payloads: &[Vec<u8>]) -> Payloads {
-        Payloads::Ram(payloads.to_vec())
+        Payloads::Ram(payloads.iter().cloned().map(Payload::in_order).collect())
+    }
+
+    /// A map using pages `0..n`, and a catalog file's notes for them.
+    fn pages_noted_old(n: u32) -> (SlotMap, Notes) {
+        let mut map = SlotMap::default();
+        let mut old = Notes::default();
+        for s in 0..n {
+            map.set(Target::Pages, s as u64, true);
+            note(&mut old, Target::Pages, s, "old");
+        }
+        (map, old)
     }
 
     /// `notes`' payload as a commit's record holds it.
@@ -347,7 +371,7 @@ mod tests {
         note(&mut two, Target::Buckets, 4, "b4");
         note(&mut two, Target::Pages, 2, "p2 third");
         note(&mut two, Target::Pages, 5, "p5 new");
-        let payloads = vec![payload(one), payload(two)];
+        let payloads = vec![payload(one.clone()), payload(two.clone())];
         let mut map = SlotMap::default();
         for (t, s) in [
             (Target::Pages, 1),
@@ -390,7 +414,11 @@ mod tests {
         }
         let mut payloads = payloads;
         payloads.insert(0, Vec::new());
-        payloads.insert(0, payload(edge));
+        payloads.insert(0, payload(edge.clone()));
+        // In RAM, as the commits made them: in runs, not yet put in order.
+        let made = Vec::from([edge, Notes::default(), one, two].map(sorted));
+        assert!(made[2].parts().len() > 1000);
+        let mut made = Some(made);
         assert_eq!(32 + payloads[0].len(), BLOCK_SIZE);
 
         // Streamed, with the records in RAM or read from the log a block or
@@ -398,7 +426,7 @@ mod tests {
         for (how, batch) in [("ram", 0), ("log", 1), ("log", 2), ("log", 256)] {
             let logs = tempfile::tempdir().unwrap();
             let payloads = match how {
-                "ram" => in_ram(&payloads),
+                "ram" => Payloads::Ram(made.take().unwrap()),
                 _ => logged(logs.path(), &io, 3, &payloads, batch),
             };
             catalog_file(dir.path(), &io, 3, Source::Notes(&old));
@@ -428,13 +456,10 @@ mod tests {
     fn a_record_unsorted_or_damaged_in_the_log_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::start(IoBackend::ThreadPool, None).unwrap();
-        let mut map = SlotMap::default();
-        let mut old = Notes::default();
+        let (map, old) = pages_noted_old(1000);
         let mut record = Notes::default();
-        for s in 0..1000u32 {
-            map.set(Target::Pages, s as u64, true);
-            note(&mut old, Target::Pages, s, "old");
-            note(&mut record, Target::Pages, 999 - s, "a newer note");
+        for s in (0..1000).rev() {
+            note(&mut record, Target::Pages, s, "a newer note");
         }
         let fold_with = |payloads: Payloads| {
             catalog_file(dir.path(), &io, 1, Source::Notes(&old));
@@ -473,12 +498,9 @@ mod tests {
     fn open_keeps_the_records_for_the_next_fold_only_if_they_fit() {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::start(IoBackend::ThreadPool, None).unwrap();
-        let mut map = SlotMap::default();
-        let mut old = Notes::default();
+        let (map, old) = pages_noted_old(100);
         let mut records = vec![Notes::default(), Notes::default()];
         for s in 0..100u32 {
-            map.set(Target::Pages, s as u64, true);
-            note(&mut old, Target::Pages, s, "old");
             note(&mut records[(s % 2) as usize], Target::Pages, s, "newer");
         }
         let payloads: Vec<_> = records.into_iter().map(payload).collect();

@@ -71,6 +71,14 @@ struct Run {
     last: (u8, u32),
 }
 
+impl Run {
+    /// Whether an entry for `key` may follow in this run: the same target,
+    /// a later slot.
+    fn goes_on_to(&self, key: (u8, u32)) -> bool {
+        self.last.0 == key.0 && self.last < key
+    }
+}
+
 impl Notes {
     /// Adds the note `write` appends to the buffer it is given, for `slot`
     /// of `target`.
@@ -82,7 +90,7 @@ impl Notes {
         self.buf[at + 5..at + 9].copy_from_slice(&len.to_le_bytes());
         let key = (target as u8, slot);
         match self.runs.last_mut() {
-            Some(run) if run.last.0 == key.0 && run.last < key => run.last = key,
+            Some(run) if run.goes_on_to(key) => run.last = key,
             _ => self.runs.push(Run {
                 start: at,
                 first: key,
@@ -106,9 +114,7 @@ impl Notes {
         let offset = self.buf.len();
         for run in other.runs.drain(..) {
             match self.runs.last_mut() {
-                Some(last) if last.last.0 == run.first.0 && last.last < run.first => {
-                    last.last = run.last
-                }
+                Some(last) if last.goes_on_to(run.first) => last.last = run.last,
                 _ => self.runs.push(Run {
                     start: run.start + offset,
                     ..run
@@ -304,10 +310,7 @@ fn usable(
     let (after, lens) = payloads(records, base, durable.seqno)?;
     let mut recent = Recent::new(base, recent_max);
     // One payload per record, as a fold streams each in its own order;
-    // copied only if they fit (about 400 MB of log at 2^27 do not).
-    if after.len() > recent_max {
-        recent.payloads = None;
-    }
+    // copied until they no longer fit (about 400 MB of log at 2^27 do not).
     let mut at = 0;
     for len in lens {
         if recent.payloads.is_none() {
@@ -527,6 +530,11 @@ impl Payload {
         self.order.iter().map(|r| &self.buf[r.clone()]).collect()
     }
 
+    /// Part `i` of [`Payload::parts`], if there is one.
+    fn part(&self, i: usize) -> Option<&[u8]> {
+        self.order.get(i).map(|r| &self.buf[r.clone()])
+    }
+
     /// The RAM it takes: its bytes, and its order (an entry each where the
     /// runs overlapped).
     pub(super) fn ram(&self) -> usize {
@@ -539,7 +547,8 @@ impl Payload {
     }
 
     /// The payload's bytes in order, in one buffer.
-    pub(super) fn into_sorted(self) -> Vec<u8> {
+    #[cfg(test)]
+    fn into_sorted(self) -> Vec<u8> {
         match self.order[..] {
             [ref whole] if *whole == (0..self.buf.len()) => self.buf,
             _ => self.parts().concat(),
