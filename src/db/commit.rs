@@ -184,6 +184,7 @@ impl Shared {
         prove: bool,
     ) -> Result<CommitOutput, Error> {
         let (_writer, head) = self.writer_at(base)?;
+        let _busy = self.store.io().busy();
         let workers = self.options.commit_workers;
         let (mut prepared, building) =
             self.prepare_and_plan(head, writes, reads, prove, workers)?;
@@ -239,6 +240,7 @@ impl Shared {
         reads: Reads,
         prove: bool,
     ) -> Result<Prepared, Error> {
+        let _busy = self.store.io().busy();
         let start = {
             let _writer = self.writer_seeing(base)?;
             self.snapshots.head()
@@ -273,6 +275,7 @@ impl Shared {
     /// the head; a refusal leaves `prepared` committable.
     pub(super) fn commit_prepared(&self, prepared: &Prepared) -> Result<(), Error> {
         let _writer = self.writer_at(prepared.base)?;
+        let _busy = self.store.io().busy();
         self.apply(prepared, prepared.pages.clone(), None)
     }
 

@@ -81,10 +81,26 @@ impl DataFile {
     }
 
     /// Reads the block at `offset`; reading past the end of the file is an error.
-    pub(crate) fn read_block(&self, block: &mut Block, offset: u64) -> io::Result<()> {
+    /// `polled`: on this thread's polled ring where it has one ([`super::lone`]).
+    pub(crate) fn read_block(
+        &self,
+        block: &mut Block,
+        offset: u64,
+        polled: bool,
+    ) -> io::Result<()> {
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             f.before_read()?;
+        }
+        if polled {
+            match super::lone::read(self.fd(), block, offset) {
+                Some(Ok(BLOCK_SIZE)) => return Ok(()),
+                Some(Err(e)) if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) => {
+                    return Err(e)
+                }
+                // A short read (the file's end) is read again for its error.
+                _ => {}
+            }
         }
         self.file.read_exact_at(&mut block.0, offset)
     }

@@ -10,13 +10,14 @@ mod dir;
 #[cfg(any(test, feature = "fault-injection"))]
 pub(crate) mod faults;
 mod file;
+mod lone;
 #[cfg(test)]
 mod tests;
 mod threads;
 mod uring;
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -112,6 +113,9 @@ impl Job {
 pub(crate) struct IoCounters {
     pub(crate) reads: AtomicU64,
     pub(crate) writes: AtomicU64,
+    /// Jobs an engine has started and not yet finished: while there are
+    /// any, its thread needs a CPU to finish them.
+    active: AtomicUsize,
 }
 
 /// The running I/O engine. Dropping it finishes every job in flight, then stops.
@@ -121,6 +125,17 @@ pub(crate) struct Io {
     uring: bool,
     fallback_reason: Option<String>,
     pub(crate) counters: Arc<IoCounters>,
+    /// Work of the database's own threads under way ([`Io::busy`]).
+    busy: AtomicUsize,
+}
+
+/// Marks the database's threads busy while it lives; see [`Io::busy`].
+pub(crate) struct Busy<'a>(&'a AtomicUsize);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Requests the uring ring keeps in flight at most: past the disk's own
@@ -159,7 +174,15 @@ impl Io {
             uring,
             fallback_reason,
             counters,
+            busy: AtomicUsize::new(0),
         })
+    }
+
+    /// Says the database's threads need the CPUs (a commit's workers) until
+    /// the guard drops: lone reads meanwhile sleep instead of polling.
+    pub(crate) fn busy(&self) -> Busy<'_> {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(&self.busy)
     }
 
     /// Whether jobs run on io_uring.
@@ -220,11 +243,16 @@ impl Io {
         }
     }
     /// Reads one block on the calling thread: a lone read skips the hand-off
-    /// to the engine's threads.
+    /// to the engine's threads. With io_uring, no job in the ring and no
+    /// [`Io::busy`] work under way, on a ring of the thread's own, polled.
     pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> Result<BlockBuf, Error> {
         let mut block = Block::for_read();
         count(&self.counters, Op::Read);
-        file.read_block(&mut block, offset)
+        // A poll would take the CPU the ring's thread or a commit's workers want.
+        let polled = self.uring
+            && self.busy.load(Ordering::Relaxed) == 0
+            && self.counters.active.load(Ordering::Relaxed) == 0;
+        file.read_block(&mut block, offset, polled)
             .map_err(|e| Error::io("reading", file.name(), e))?;
         Ok(block)
     }
@@ -296,4 +324,16 @@ fn count(counters: &IoCounters, op: Op) {
         Op::Write => &counters.writes,
     };
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a job an engine starts.
+fn started(counters: &IoCounters, op: Op) {
+    count(counters, op);
+    counters.active.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Finishes a job an engine started ([`started`]).
+fn finish(counters: &IoCounters, job: Job, result: io::Result<()>) {
+    job.finish(result);
+    counters.active.fetch_sub(1, Ordering::Relaxed);
 }

@@ -145,7 +145,7 @@ fn injected_faults_reach_both_engines() {
         assert!(err.contains("injected"), "uring={uring}: {err}");
         let mut found = Block::zeroed();
         faults.clear();
-        file.read_block(&mut found, 0).unwrap();
+        file.read_block(&mut found, 0, false).unwrap();
         assert!(found.0[..BLOCK_SIZE / 2] == block_of(0).0[..BLOCK_SIZE / 2]);
         // A write that fails whole, among ones that succeed.
         faults.fail_writes_after(1, false);
@@ -227,4 +227,67 @@ fn a_file_written_whole_is_the_old_one_or_the_new_one() {
     let read = dir.read("progress").unwrap().unwrap();
     assert_eq!(read.len(), 2 * BLOCK_SIZE);
     assert_eq!(&read[..5000], &second[..]);
+}
+
+/// A lone read polls a ring of its thread's own while nothing else needs the
+/// CPU, and sleeps in pread while something does: the same bytes either
+/// way, and past the file's end an error, never a short block.
+#[test]
+fn lone_reads_polled_or_not_read_the_block() {
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(DataFile::open(&dir.path().join("data")).unwrap());
+        let offsets = [0, 5, 17].map(|b| b * BLOCK_SIZE as u64);
+        io.run_all(offsets.map(|o| (file.clone(), Op::Write, o, block_of(o))))
+            .unwrap();
+        let read_all = || {
+            for o in offsets {
+                assert!(io.read(&file, o).unwrap().0 == block_of(o).0);
+            }
+            assert!(io.read(&file, 40 * BLOCK_SIZE as u64).is_err());
+        };
+        read_all();
+        {
+            let _busy = io.busy();
+            let _also = io.busy();
+            read_all();
+        }
+        assert_eq!(io.busy.load(std::sync::atomic::Ordering::Relaxed), 0);
+        read_all();
+    }
+}
+
+/// The polled ring itself: the block, the file's end as a short read (0
+/// bytes), and the kernel's error for a descriptor that is not open.
+#[test]
+fn a_lone_ring_reads_and_reports_what_the_kernel_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = DataFile::open(&dir.path().join("data")).unwrap();
+    let io = Io::start(IoBackend::ThreadPool, None).unwrap();
+    let file = Arc::new(file);
+    io.run_all([(file.clone(), Op::Write, BLOCK_SIZE as u64, block_of(3))])
+        .unwrap();
+    let mut found = Block::zeroed();
+    let Some(read) = super::lone::read(file.fd(), &mut found, BLOCK_SIZE as u64) else {
+        assert!(
+            std::env::var_os("PAGETRIE_ALLOW_NO_URING").is_some(),
+            "no polled ring; set PAGETRIE_ALLOW_NO_URING=1 where io_uring lacks it"
+        );
+        return;
+    };
+    assert_eq!(read.unwrap(), BLOCK_SIZE);
+    assert!(found.0 == block_of(3).0);
+    let past = super::lone::read(file.fd(), &mut found, 9 * BLOCK_SIZE as u64);
+    assert_eq!(past.unwrap().unwrap(), 0);
+    let closed = super::lone::read(-1, &mut found, 0).unwrap();
+    assert_eq!(closed.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    // The ring still serves after an error.
+    let mut again = Block::zeroed();
+    assert_eq!(
+        super::lone::read(file.fd(), &mut again, BLOCK_SIZE as u64)
+            .unwrap()
+            .unwrap(),
+        BLOCK_SIZE
+    );
+    assert!(again.0 == block_of(3).0);
 }

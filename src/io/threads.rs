@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
-use super::{count, IoCounters, Job, Op};
+use super::{finish, started, IoCounters, Job, Op};
 
 pub(super) fn spawn(
     i: usize,
@@ -17,12 +17,12 @@ pub(super) fn spawn(
         .name(format!("pagetrie-io-{i}"))
         .spawn(move || {
             for mut job in jobs.iter() {
-                count(&counters, job.op);
+                started(&counters, job.op);
                 let result = match job.op {
-                    Op::Read => job.file.read_block(&mut job.block, job.offset),
+                    Op::Read => job.file.read_block(&mut job.block, job.offset, false),
                     Op::Write => job.file.write_block(&job.block, job.offset),
                 };
-                job.finish(result);
+                finish(&counters, job, result);
             }
         })
 }

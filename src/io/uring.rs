@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, TryRecvError};
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use super::{count, IoCounters, Job, Op};
+use super::{finish, started, IoCounters, Job, Op};
 use crate::block::{Block, BLOCK_SIZE};
 
 use libc::{EAGAIN, EBUSY, EINTR};
@@ -115,7 +115,7 @@ impl Ring {
     }
 
     fn start(&mut self, job: Job) -> io::Result<()> {
-        count(&self.counters, job.op);
+        started(&self.counters, job.op);
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -202,10 +202,9 @@ impl Ring {
         for slot in self.slots.iter_mut() {
             if let Some(mut f) = slot.take() {
                 std::mem::forget(std::mem::replace(&mut f.job.block, Block::zeroed()));
-                f.job.finish(Err(io::Error::new(
-                    why.kind(),
-                    super::Abandoned(format!("io_uring: {why}")),
-                )));
+                let error =
+                    io::Error::new(why.kind(), super::Abandoned(format!("io_uring: {why}")));
+                finish(&self.counters, f.job, Err(error));
             }
         }
         self.in_flight = 0;
@@ -242,7 +241,7 @@ impl Ring {
                 None => self.push(slot)?,
                 Some(result) => {
                     if let Some(f) = self.slots[slot].take() {
-                        f.job.finish(result);
+                        finish(&self.counters, f.job, result);
                     }
                     self.free.push(slot);
                     self.in_flight -= 1;
