@@ -115,7 +115,7 @@ impl Db {
         let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE)?;
         let opened_from_catalog = store.finish_open();
         if options.warm_at_open {
-            while pages.warm(prefetch::WARM_BATCH)? {}
+            while pages.warm()? {}
         }
         let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
         let (folds_tx, folds_rx) = crossbeam_channel::bounded(1);

@@ -132,9 +132,6 @@ pub(super) fn start(
 /// The warmer thread's name (tests wait for it to end).
 pub(super) const WARM_THREAD: &str = "pagetrie-warm";
 
-/// Pages read per batch while warming the cache.
-pub(super) const WARM_BATCH: usize = 256;
-
 /// Starts the thread that reads into the page cache the pages an open from
 /// the catalog did not read; it stops when they are read or the database
 /// closes.
@@ -146,9 +143,7 @@ pub(super) fn start_warming(shared: Weak<Shared>) -> std::io::Result<JoinHandle<
                 return;
             };
             // Closing, or nothing left, or an error (which reads report).
-            if shared.prefetch.read().is_none()
-                || !matches!(shared.pages.warm(WARM_BATCH), Ok(true))
-            {
+            if shared.prefetch.read().is_none() || !matches!(shared.pages.warm(), Ok(true)) {
                 return;
             }
         })

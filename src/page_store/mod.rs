@@ -25,7 +25,7 @@ use parking_lot::RwLock;
 use cache::PageCache;
 use index::SlotIndex;
 
-use crate::block::{Block, BlockBuf};
+use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 use crate::bytes::Cursor;
 use crate::clock::CacheCounts;
 use crate::store::{
@@ -43,6 +43,14 @@ pub(crate) type PageChange = (PageId, Option<Arc<Page>>);
 
 /// The pages a commit changes, each once.
 pub(crate) type PageChanges = Vec<PageChange>;
+
+/// Blocks the warmer reads at most in one request (1 MiB): at 2^24
+/// accounts the pages it warms fill most of their file's slots, and a long
+/// read costs the disk and the CPUs far less than a request a page.
+const WARM_SPAN: usize = 256;
+/// Blocks not wanted that a warming read spans at most between two wanted
+/// ones: a block read in passing costs less than a request of its own.
+const WARM_GAP: u32 = 16;
 
 /// Bytes a [`PageChange`] takes in a record ([`encode_change`]) at most.
 pub(crate) const CHANGE_RECORD_BYTES: usize = 33 + PAGE_SIZE;
@@ -156,6 +164,8 @@ pub(crate) struct PageStore {
     /// Pages to read into the cache after an open that did not read them:
     /// id and slot, most used first.
     to_warm: parking_lot::Mutex<Vec<(PageId, u32)>>,
+    /// The warmer's read buffer, freed when it is done.
+    warm_span: parking_lot::Mutex<Vec<Block>>,
     counts: CacheCounts,
     prefetched: AtomicU64,
     /// Pages the last published plan changed: the next plan's room.
@@ -217,6 +227,7 @@ impl PageStore {
             slots: RwLock::new(slots),
             cache,
             to_warm: parking_lot::Mutex::new(to_warm),
+            warm_span: parking_lot::Mutex::new(Vec::new()),
             counts: CacheCounts::default(),
             prefetched: AtomicU64::new(0),
             last_plan: LastSize::default(),
@@ -240,23 +251,40 @@ impl PageStore {
         (hits, misses, self.prefetched.load(Ordering::Relaxed))
     }
 
-    /// Reads up to `batch` of the pages an open from the catalog left out of
-    /// the cache into it; false once none are left. A page a commit moved
-    /// meanwhile is skipped, never cached from the slot it left.
-    pub(crate) fn warm(&self, batch: usize) -> Result<bool, Error> {
+    /// Reads into the cache the next of the pages an open from the catalog
+    /// left out: as many as lie close together, in one read of up to
+    /// [`WARM_SPAN`] consecutive blocks; false once none are left. A page a
+    /// commit moved meanwhile is skipped, never cached from the slot it left.
+    pub(crate) fn warm(&self) -> Result<bool, Error> {
+        // Ascending slots from the list's end, as long as they stay close.
         let chunk: Vec<(PageId, u32)> = {
             let mut to_warm = self.to_warm.lock();
-            let from = to_warm.len().saturating_sub(batch);
+            if to_warm.is_empty() {
+                *self.warm_span.lock() = Vec::new();
+                return Ok(false);
+            }
+            let from = to_warm.len() - close_together(to_warm.iter().rev().map(|&(_, s)| s));
             to_warm.split_off(from)
         };
-        if chunk.is_empty() {
-            return Ok(false);
-        }
+        let (first, last) = match (chunk.last(), chunk.first()) {
+            (Some(&(_, first)), Some(&(_, last))) => (first, last),
+            _ => return Ok(true),
+        };
         let generation = self.slots.read().published.generation();
-        let blocks = self
-            .store
-            .read_blocks(Target::Pages, chunk.iter().map(|&(_, s)| s as u64))?;
-        for (&(id, slot), block) in chunk.iter().zip(blocks) {
+        self.store.check_usable()?;
+        let mut span = self.warm_span.lock();
+        span.resize_with(WARM_SPAN, || Block([0; BLOCK_SIZE]));
+        let blocks = &mut span[..=(last - first) as usize];
+        let offset = u64::from(first) * BLOCK_SIZE as u64;
+        let read = self.store.file(Target::Pages).read_into(blocks, offset)?;
+        for &(id, slot) in &chunk {
+            let Some(from) = blocks[..read / BLOCK_SIZE].get((slot - first) as usize) else {
+                return Err(
+                    Error::corrupt("a page slot past the file's end").at("pages", slot.into())
+                );
+            };
+            let mut block = Block::for_read();
+            block.0.copy_from_slice(&from.0);
             let page = Page::from_block(block);
             if !self.cache.contains(&id) && is_page(&page, &id) {
                 self.cache_read(&id, slot, generation, Arc::new(page));
@@ -505,6 +533,23 @@ impl PageStore {
     }
 }
 /// Whether `page` is intact and names itself `id`.
+/// How many of `slots` (the warmer's next, ascending) one read takes: those
+/// from the first on that stay within [`WARM_SPAN`] blocks of it, each at
+/// most [`WARM_GAP`] past the one before.
+fn close_together(mut slots: impl Iterator<Item = u32>) -> usize {
+    let Some(first) = slots.next() else {
+        return 0;
+    };
+    let mut last = first;
+    1 + slots
+        .take_while(|&slot| {
+            let near = slot >= last && slot - last <= WARM_GAP && slot - first < WARM_SPAN as u32;
+            last = slot;
+            near
+        })
+        .count()
+}
+
 fn is_page(page: &Page, id: &PageId) -> bool {
     matches!(page.verified_id(), Ok(found) if found == *id)
 }
