@@ -242,6 +242,11 @@ impl Io {
             answered: 0,
         }
     }
+    /// Counts `blocks` read on a caller's thread outside the engine.
+    pub(crate) fn count_reads(&self, blocks: u64) {
+        self.counters.reads.fetch_add(blocks, Ordering::Relaxed);
+    }
+
     /// Reads one block on the calling thread: a lone read skips the hand-off
     /// to the engine's threads. With io_uring, no job in the ring and no
     /// [`Io::busy`] work under way, on a ring of the thread's own, polled.

@@ -271,14 +271,12 @@ impl PageStore {
             _ => return Ok(true),
         };
         let generation = self.slots.read().published.generation();
-        self.store.check_usable()?;
         let mut span = self.warm_span.lock();
         span.resize_with(WARM_SPAN, || Block([0; BLOCK_SIZE]));
         let blocks = &mut span[..=(last - first) as usize];
-        let offset = u64::from(first) * BLOCK_SIZE as u64;
-        let read = self.store.file(Target::Pages).read_into(blocks, offset)?;
+        let read = self.store.read_span(Target::Pages, first.into(), blocks)?;
         for &(id, slot) in &chunk {
-            let Some(from) = blocks[..read / BLOCK_SIZE].get((slot - first) as usize) else {
+            let Some(from) = blocks[..read].get((slot - first) as usize) else {
                 return Err(
                     Error::corrupt("a page slot past the file's end").at("pages", slot.into())
                 );

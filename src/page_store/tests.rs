@@ -501,13 +501,17 @@ fn the_warmer_reads_close_pages_together_and_caches_them_all() {
         let changes = ids.iter().map(|id| (*id, Some(page(id, 7)))).collect();
         commit(&store, &pages, changes).unwrap();
     }
-    let (_store, pages) = open(dir.path(), 1000);
+    let (store, pages) = open(dir.path(), 1000);
     assert_eq!(pages.to_warm.lock().len(), 600);
+    let blocks_read = || store.io().counters.reads.load(Ordering::Relaxed);
+    let before = blocks_read();
     let mut reads = 0;
     while pages.warm().unwrap() {
         reads += 1;
     }
     assert_eq!(reads, 600usize.div_ceil(super::WARM_SPAN));
+    // Each block a span read counts, as the engine's reads do.
+    assert_eq!(blocks_read() - before, 600);
     assert!(
         pages.warm_span.lock().is_empty(),
         "the read buffer outlived the warming"

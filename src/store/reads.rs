@@ -124,4 +124,22 @@ impl Store {
             )
         }))
     }
+
+    /// Reads the consecutive blocks of `target` from `first` into `blocks`
+    /// in one request on the calling thread, and returns how many there
+    /// were (fewer where the file ends). Each counts as a block read.
+    pub(crate) fn read_span(
+        &self,
+        target: Target,
+        first: u64,
+        blocks: &mut [Block],
+    ) -> Result<usize, Error> {
+        self.check_usable()?;
+        let offset = first
+            .checked_mul(BLOCK_SIZE as u64)
+            .ok_or(Error::Internal("a block index past any file"))?;
+        let read = self.file(target).read_into(blocks, offset)? / BLOCK_SIZE;
+        self.io.count_reads(read as u64);
+        Ok(read)
+    }
 }
