@@ -16,7 +16,7 @@ use super::metrics::CommitTimers;
 use super::overlay::Base;
 use super::prefetch::Hint;
 use super::{CommitOutput, KeyedValues, Reads, Shared};
-use crate::page_store::PagePlan;
+use crate::page_store::{PagePlan, PageStore};
 use crate::store::{Batch, Target};
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
@@ -268,6 +268,9 @@ impl Shared {
                 self.update(base.head, &input, unwritten, workers, None)?
             }
         };
+        let mut trie = trie;
+        // A finished block's pages are shared with the overlays built on it.
+        PageStore::seal_shared(&mut trie.pages);
         Ok(Prepared::new(base.head, writes, input.changes, trie, prove))
     }
 

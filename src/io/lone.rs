@@ -46,11 +46,24 @@ thread_local! {
     static LONE: RefCell<State> = const { RefCell::new(State::Untried) };
 }
 
+// Reads this thread completed on its ring, for the tests.
+#[cfg(test)]
+thread_local! {
+    static POLLED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Reads the calling thread completed on its ring so far.
+#[cfg(test)]
+pub(super) fn polled_reads() -> u64 {
+    POLLED.with(|p| p.get())
+}
+
 /// Reads the block at `offset` of `fd` into `block` on this thread's ring;
 /// the bytes read, or `None` where this thread has no ring (the kernel lacks
 /// what it needs, or it failed before), and the caller reads another way.
 pub(super) fn read(fd: RawFd, block: &mut Block, offset: u64) -> Option<io::Result<usize>> {
-    LONE.with(|cell| {
+    // While the thread's locals are torn down, no ring: pread.
+    LONE.try_with(|cell| {
         let mut state = cell.borrow_mut();
         if let State::Untried = *state {
             *state = new_ring().map_or(State::Unavailable, |lone| State::Ready(Box::new(lone)));
@@ -62,6 +75,8 @@ pub(super) fn read(fd: RawFd, block: &mut Block, offset: u64) -> Option<io::Resu
             Ok(res) => {
                 let n = res.as_ref().map_or(0, |&n| n.min(BLOCK_SIZE));
                 block.0[..n].copy_from_slice(&lone.block.0[..n]);
+                #[cfg(test)]
+                POLLED.with(|p| p.set(p.get() + 1));
                 Some(res)
             }
             Err(Broken) => {
@@ -73,11 +88,16 @@ pub(super) fn read(fd: RawFd, block: &mut Block, offset: u64) -> Option<io::Resu
             }
         }
     })
+    .ok()
+    .flatten()
 }
 
 /// The ring a read was in flight on failed: it may still land.
 struct Broken;
 
+/// A ring of two entries that only this thread submits to, whose
+/// completions wait for it and raise the task-run flag; `None` where the
+/// kernel lacks any of that.
 fn new_ring() -> Option<Lone> {
     let ring = IoUring::builder()
         .setup_single_issuer()

@@ -242,6 +242,7 @@ impl Io {
             answered: 0,
         }
     }
+
     /// Counts `blocks` read on a caller's thread outside the engine.
     pub(crate) fn count_reads(&self, blocks: u64) {
         self.counters.reads.fetch_add(blocks, Ordering::Relaxed);
@@ -253,7 +254,9 @@ impl Io {
     pub(crate) fn read(&self, file: &Arc<DataFile>, offset: u64) -> Result<BlockBuf, Error> {
         let mut block = Block::for_read();
         count(&self.counters, Op::Read);
-        // A poll would take the CPU the ring's thread or a commit's workers want.
+        // A poll would take the CPU the ring's thread or a commit's workers
+        // want. A thread of its own reading beside it (the warmer, a fold)
+        // still has the other CPU.
         let polled = self.uring
             && self.busy.load(Ordering::Relaxed) == 0
             && self.counters.active.load(Ordering::Relaxed) == 0;
@@ -337,8 +340,9 @@ fn started(counters: &IoCounters, op: Op) {
     counters.active.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Finishes a job an engine started ([`started`]).
+/// Finishes a job an engine started ([`started`]); counted done before the
+/// reply, so a caller the reply wakes sees the engine idle.
 fn finish(counters: &IoCounters, job: Job, result: io::Result<()>) {
-    job.finish(result);
     counters.active.fetch_sub(1, Ordering::Relaxed);
+    job.finish(result);
 }

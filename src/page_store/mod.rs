@@ -93,9 +93,9 @@ pub(crate) struct PagePlan {
     seqno: u64,
     /// The blocks to commit, not yet staged.
     writes: Vec<BlockWrite>,
-    /// Pages written: id and new slot. Their blocks go to the write, and
-    /// come back from it for the cache.
-    stored: Vec<(PageId, u32)>,
+    /// Pages written: id, new slot, and the page if an overlay shares it.
+    /// The cache gets the shared page, or else the block back from the write.
+    stored: Vec<(PageId, u32, Option<Arc<Page>>)>,
     /// Slots the commit stops using: id and old slot of every page it
     /// replaces or deletes.
     freed: Vec<(PageId, u32)>,
@@ -441,17 +441,29 @@ impl PageStore {
                 self.cache.release(&id);
             }
             if let Some(page) = change {
-                // An overlay may still share it.
-                let mut page = Arc::unwrap_or_clone(page);
-                page.seal();
+                let (block, shared) = match Arc::try_unwrap(page) {
+                    Ok(mut page) => {
+                        page.seal();
+                        (page.into_block(), None)
+                    }
+                    // An overlay still shows it: written from a copy, and
+                    // cached as it is if it was sealed (`seal_shared`), so
+                    // the cache and the overlay hold one page, not two.
+                    Err(shared) => {
+                        let mut copy = Page::clone(&shared);
+                        copy.seal();
+                        let same = copy.as_bytes() == shared.as_bytes();
+                        (copy.into_block(), same.then_some(shared))
+                    }
+                };
                 let slot = plan.space.allocate()?;
                 plan.writes.push(BlockWrite {
                     target: Target::Pages,
                     index: slot as u64,
-                    block: page.into_block(),
+                    block,
                 });
                 plan.notes.add(Target::Pages, slot, |b| note(&id, b));
-                plan.stored.push((id, slot));
+                plan.stored.push((id, slot, shared));
             }
         }
         Ok(())
@@ -462,14 +474,16 @@ impl PageStore {
     pub(crate) fn publish(&self, mut plan: PagePlan, written: Vec<(u32, BlockBuf)>) {
         self.last_plan.record(plan.changed.len());
         // Each stored page with its block, by id, to meet the freed ones.
-        plan.stored.sort_unstable_by_key(|&(_, slot)| slot);
+        let mut listed = std::mem::take(&mut plan.stored);
+        listed.sort_unstable_by_key(|&(_, slot, _)| slot);
         let mut written = written.into_iter().peekable();
-        let mut stored: Vec<(PageId, u32, Option<BlockBuf>)> = plan
-            .stored
-            .iter()
-            .map(|&(id, slot)| {
+        let mut stored: Vec<(PageId, u32, Option<Arc<Page>>)> = listed
+            .into_iter()
+            .map(|(id, slot, shared)| {
                 while written.next_if(|(s, _)| *s < slot).is_some() {}
-                (id, slot, written.next_if(|(s, _)| *s == slot).map(|w| w.1))
+                let block = written.next_if(|(s, _)| *s == slot).map(|w| w.1);
+                let page = shared.or_else(|| block.map(|b| Arc::new(Page::from_block(b))));
+                (id, slot, page)
             })
             .collect();
         stored.sort_unstable_by_key(|s| s.0);
@@ -477,7 +491,8 @@ impl PageStore {
         let mut slots = self.slots.write();
         slots.space = plan.space;
         // A replaced page moves in the index and its new version (back from
-        // the write) is cached; a deleted one leaves both. Below the resident
+        // the write, or shared with an overlay) is cached; a deleted one
+        // leaves both. Below the resident
         // levels the old version already left the cache when it was staged.
         let mut stored = stored.into_iter().peekable();
         for &(id, old) in &plan.freed {
@@ -505,12 +520,22 @@ impl PageStore {
         slots.published.publish();
     }
 
-    /// Caches a page's new version from its written block; without one,
-    /// drops the old version.
-    fn cache_written(&self, id: PageId, block: Option<BlockBuf>) {
-        match block {
-            Some(block) => self.cache.insert(id, Arc::new(Page::from_block(block))),
+    /// Caches a page's new version; without one, drops the old version.
+    fn cache_written(&self, id: PageId, page: Option<Arc<Page>>) {
+        match page {
+            Some(page) => self.cache.insert(id, page),
             None => self.cache.remove(&id),
+        }
+    }
+
+    /// Seals the pages of `changes` that nothing else holds yet, before an
+    /// overlay shares them: a commit then writes a copy of each and caches
+    /// the shared page itself, instead of a second copy ([`PageStore::plan`]).
+    pub(crate) fn seal_shared(changes: &mut PageChanges) {
+        for page in changes.iter_mut().filter_map(|(_, page)| page.as_mut()) {
+            if let Some(page) = Arc::get_mut(page) {
+                page.seal();
+            }
         }
     }
 
@@ -530,7 +555,7 @@ impl PageStore {
         Ok(found.map(|(slot, _)| slot))
     }
 }
-/// Whether `page` is intact and names itself `id`.
+
 /// How many of `slots` (the warmer's next, ascending) one read takes: those
 /// from the first on that stay within [`WARM_SPAN`] blocks of it, each at
 /// most [`WARM_GAP`] past the one before.
@@ -548,6 +573,7 @@ fn close_together(mut slots: impl Iterator<Item = u32>) -> usize {
         .count()
 }
 
+/// Whether `page` is intact and names itself `id`.
 fn is_page(page: &Page, id: &PageId) -> bool {
     matches!(page.verified_id(), Ok(found) if found == *id)
 }

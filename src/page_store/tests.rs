@@ -521,3 +521,38 @@ fn the_warmer_reads_close_pages_together_and_caches_them_all() {
         assert_eq!(pages.get(id).unwrap().unwrap().node(5)[0], 7);
     }
 }
+
+/// A page an overlay still holds is written from a copy and, sealed as
+/// `seal_shared` leaves it, cached itself: one page in RAM, not two. One not
+/// sealed is cached from its written block instead. Both read back as
+/// written after a reopen.
+#[test]
+fn a_shared_page_sealed_beforehand_is_cached_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (page_id(3), page_id(7)); // level 4: cached only at publish
+    {
+        let (store, pages) = open(dir.path(), 50);
+        let mut sealed = shared(vec![(a, Some(page(&a, 1)))]);
+        PageStore::seal_shared(&mut sealed);
+        let unsealed = shared(vec![(b, Some(page(&b, 2)))]);
+        let held: Vec<Arc<Page>> = sealed
+            .iter()
+            .chain(&unsealed)
+            .filter_map(|(_, p)| p.clone())
+            .collect();
+        let mut plan = pages.begin_plan(store.meta().seqno + 1);
+        pages.plan(&mut plan, sealed).unwrap();
+        pages.plan(&mut plan, unsealed).unwrap();
+        let mut batch = Batch::new([0; 32], store.meta().lengths);
+        plan.stage(&mut batch);
+        let mut written = store.persist(batch).unwrap();
+        pages.publish(plan, written.take(Target::Pages));
+        assert!(Arc::ptr_eq(&pages.get(&a).unwrap().unwrap(), &held[0]));
+        let cached_b = pages.get(&b).unwrap().unwrap();
+        assert!(!Arc::ptr_eq(&cached_b, &held[1]));
+        cached_b.check(&b).unwrap();
+    }
+    let (_store, pages) = open(dir.path(), 50);
+    assert_eq!(pages.get(&a).unwrap().unwrap().node(5)[0], 1);
+    assert_eq!(pages.get(&b).unwrap().unwrap().node(5)[0], 2);
+}
