@@ -251,7 +251,7 @@ impl Shared {
         let trie = self.update(base.head, &input, unwritten, workers, None);
         let _writer = self.writer_seeing(base)?;
         let on_chain = |heads: Vec<Head>| heads.into_iter().all(|head| base.sees(head));
-        let trie = match trie {
+        let mut trie = match trie {
             Ok(trie)
                 if self
                     .snapshots
@@ -268,7 +268,6 @@ impl Shared {
                 self.update(base.head, &input, unwritten, workers, None)?
             }
         };
-        let mut trie = trie;
         // A finished block's pages are shared with the overlays built on it.
         PageStore::seal_shared(&mut trie.pages);
         Ok(Prepared::new(base.head, writes, input.changes, trie, prove))

@@ -81,37 +81,37 @@ impl DataFile {
     }
 
     /// Reads the block at `offset`; reading past the end of the file is an error.
-    /// `polled`: on this thread's polled ring where it has one ([`super::lone`]).
-    pub(crate) fn read_block(
-        &self,
-        block: &mut Block,
-        offset: u64,
-        polled: bool,
-    ) -> io::Result<()> {
+    pub(crate) fn read_block(&self, block: &mut Block, offset: u64) -> io::Result<()> {
+        self.before_read()?;
+        self.file.read_exact_at(&mut block.0, offset)
+    }
+
+    /// [`DataFile::read_block`] on this thread's polled ring ([`super::lone`])
+    /// where it has one.
+    pub(crate) fn read_block_polled(&self, block: &mut Block, offset: u64) -> io::Result<()> {
+        self.before_read()?;
+        match super::lone::read(self.fd(), block, offset) {
+            Some(Ok(BLOCK_SIZE)) => Ok(()),
+            Some(Err(e)) if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) => Err(e),
+            // No ring, a retry, or a short read (the file's end), which
+            // pread reads again for its error.
+            _ => self.file.read_exact_at(&mut block.0, offset),
+        }
+    }
+
+    /// The fault plan's say before a read.
+    fn before_read(&self) -> io::Result<()> {
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
             f.before_read()?;
         }
-        if polled {
-            match super::lone::read(self.fd(), block, offset) {
-                Some(Ok(BLOCK_SIZE)) => return Ok(()),
-                Some(Err(e)) if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) => {
-                    return Err(e)
-                }
-                // A short read (the file's end) is read again for its error.
-                _ => {}
-            }
-        }
-        self.file.read_exact_at(&mut block.0, offset)
+        Ok(())
     }
 
     /// Reads into `blocks` from byte `offset` (block-aligned) until they are
     /// full or the file ends, and returns the bytes read.
     pub(crate) fn read_into(&self, blocks: &mut [Block], offset: u64) -> Result<usize, Error> {
-        #[cfg(any(test, feature = "fault-injection"))]
-        if let Some(f) = &self.faults {
-            f.before_read().map_err(self.failed("reading"))?;
-        }
+        self.before_read().map_err(self.failed("reading"))?;
         // SAFETY: `Block` is `repr(C)` around a byte array whose size is a
         // multiple of its alignment, so a slice of blocks is that many bytes
         // with no padding, all initialized; the borrow of `blocks` is moved

@@ -260,8 +260,11 @@ impl Io {
         let polled = self.uring
             && self.busy.load(Ordering::Relaxed) == 0
             && self.counters.active.load(Ordering::Relaxed) == 0;
-        file.read_block(&mut block, offset, polled)
-            .map_err(|e| Error::io("reading", file.name(), e))?;
+        let read = match polled {
+            true => file.read_block_polled(&mut block, offset),
+            false => file.read_block(&mut block, offset),
+        };
+        read.map_err(|e| Error::io("reading", file.name(), e))?;
         Ok(block)
     }
 }

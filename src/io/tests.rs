@@ -145,7 +145,7 @@ fn injected_faults_reach_both_engines() {
         assert!(err.contains("injected"), "uring={uring}: {err}");
         let mut found = Block::zeroed();
         faults.clear();
-        file.read_block(&mut found, 0, false).unwrap();
+        file.read_block(&mut found, 0).unwrap();
         assert!(found.0[..BLOCK_SIZE / 2] == block_of(0).0[..BLOCK_SIZE / 2]);
         // A write that fails whole, among ones that succeed.
         faults.fail_writes_after(1, false);

@@ -19,7 +19,7 @@ pub(super) fn spawn(
             for mut job in jobs.iter() {
                 started(&counters, job.op);
                 let result = match job.op {
-                    Op::Read => job.file.read_block(&mut job.block, job.offset, false),
+                    Op::Read => job.file.read_block(&mut job.block, job.offset),
                     Op::Write => job.file.write_block(&job.block, job.offset),
                 };
                 finish(&counters, job, result);

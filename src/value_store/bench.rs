@@ -103,12 +103,8 @@ fn random_reads() {
     let file = store.file(Target::Buckets);
     let (reads, started) = (20_000, Instant::now());
     for _ in 0..reads {
-        file.read_block(
-            &mut block,
-            (next_key() % buckets) * BLOCK_SIZE as u64,
-            false,
-        )
-        .unwrap();
+        file.read_block(&mut block, (next_key() % buckets) * BLOCK_SIZE as u64)
+            .unwrap();
     }
     let reused = reads as f64 / started.elapsed().as_secs_f64();
     eprintln!("QD1 raw block reads into one reused buffer: {reused:.0} reads/s");
