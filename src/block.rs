@@ -4,6 +4,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Bytes in a block.
 pub(crate) const BLOCK_SIZE: usize = 4096;
@@ -90,6 +91,52 @@ impl Clone for BlockBuf {
 impl Drop for BlockBuf {
     fn drop(&mut self) {
         pool::give_back(self.0);
+    }
+}
+
+/// A block its owner shares with others (a page an overlay shows), which a
+/// write takes from where it lies instead of from a copy.
+pub(crate) trait SharedBlock: Send + Sync {
+    /// The block's bytes, unchanged while any holder of it lives.
+    fn block(&self) -> &Block;
+}
+
+/// The buffer of one block's I/O: owned (any read or write), or shared (a
+/// write only; the job holds it until the write is done).
+pub(crate) enum IoBuf {
+    Owned(BlockBuf),
+    Shared(Arc<dyn SharedBlock>),
+}
+
+impl IoBuf {
+    /// The bytes to write.
+    pub(crate) fn block(&self) -> &Block {
+        match self {
+            IoBuf::Owned(b) => b,
+            IoBuf::Shared(s) => s.block(),
+        }
+    }
+
+    /// The block to read into: only an owned one.
+    pub(crate) fn for_read(&mut self) -> Option<&mut Block> {
+        match self {
+            IoBuf::Owned(b) => Some(b),
+            IoBuf::Shared(_) => None,
+        }
+    }
+
+    /// The owned block, which a read's job always carries.
+    pub(crate) fn owned(self) -> Result<BlockBuf, crate::Error> {
+        match self {
+            IoBuf::Owned(b) => Ok(b),
+            IoBuf::Shared(_) => Err(crate::Error::Internal("a shared block where a read's is")),
+        }
+    }
+}
+
+impl From<BlockBuf> for IoBuf {
+    fn from(block: BlockBuf) -> IoBuf {
+        IoBuf::Owned(block)
     }
 }
 

@@ -26,7 +26,7 @@ use crossbeam_channel::{Receiver, Sender};
 pub(crate) use dir::{replace_durably, Dir};
 pub(crate) use file::{create_dir_durable, sync_dir, DataFile, DirLock, LOCK_FILE};
 
-use crate::block::{Block, BlockBuf};
+use crate::block::{Block, BlockBuf, IoBuf};
 use crate::Error;
 
 /// Which I/O engine runs a database's reads and writes.
@@ -83,7 +83,8 @@ pub(crate) struct Job {
     pub(crate) file: Arc<DataFile>,
     pub(crate) op: Op,
     pub(crate) offset: u64,
-    pub(crate) block: BlockBuf,
+    /// Owned for a read; a write's may be shared.
+    pub(crate) block: IoBuf,
     /// The caller's name for this job, returned with it.
     pub(crate) tag: u64,
     pub(crate) reply: Sender<Done>,
@@ -92,7 +93,7 @@ pub(crate) struct Job {
 /// A finished job: the block (read data, or the written data back) and the result.
 pub(crate) struct Done {
     pub(crate) tag: u64,
-    pub(crate) block: BlockBuf,
+    pub(crate) block: IoBuf,
     pub(crate) result: io::Result<()>,
 }
 
@@ -210,17 +211,29 @@ impl Io {
 
     /// Runs `jobs` concurrently and waits for all of them; the blocks come back in
     /// the order given. Fails with the first error after every job has finished.
-    pub(crate) fn run_all(
+    pub(crate) fn run_all<B: Into<IoBuf>>(
         &self,
-        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, BlockBuf)>,
-    ) -> Result<Vec<BlockBuf>, Error> {
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, B)>,
+    ) -> Result<Vec<IoBuf>, Error> {
         self.start_all(jobs).wait()
     }
 
-    /// Starts `jobs` concurrently; [`Pending::wait`] collects them.
-    pub(crate) fn start_all(
+    /// Reads the blocks at `places` (a file and an offset each) concurrently
+    /// and waits for them; they come back in the order given.
+    pub(crate) fn read_all(
         &self,
-        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, BlockBuf)>,
+        places: impl IntoIterator<Item = (Arc<DataFile>, u64)>,
+    ) -> Result<Vec<BlockBuf>, Error> {
+        let jobs = places
+            .into_iter()
+            .map(|(file, offset)| (file, Op::Read, offset, Block::for_read()));
+        self.run_all(jobs)?.into_iter().map(IoBuf::owned).collect()
+    }
+
+    /// Starts `jobs` concurrently; [`Pending::wait`] collects them.
+    pub(crate) fn start_all<B: Into<IoBuf>>(
+        &self,
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, B)>,
     ) -> Pending {
         let (tx, rx) = crossbeam_channel::unbounded();
         // Each job's file and direction, to say where a failure was.
@@ -231,7 +244,7 @@ impl Io {
                 file,
                 op,
                 offset,
-                block,
+                block: block.into(),
                 tag: what.len() as u64 - 1,
                 reply: tx.clone(),
             });
@@ -279,9 +292,9 @@ pub(crate) struct Pending {
 impl Pending {
     /// Waits for every job; the blocks come back in the order the jobs were
     /// given. Fails with the first error after every job has finished.
-    pub(crate) fn wait(mut self) -> Result<Vec<BlockBuf>, Error> {
+    pub(crate) fn wait(mut self) -> Result<Vec<IoBuf>, Error> {
         let count = self.what.len();
-        let mut slots: Vec<Option<BlockBuf>> = (0..count).map(|_| None).collect();
+        let mut slots: Vec<Option<IoBuf>> = (0..count).map(|_| None).collect();
         let mut first_error = None;
         while self.answered < count {
             let Ok(done) = self.rx.recv() else { break };
@@ -348,4 +361,10 @@ fn started(counters: &IoCounters, op: Op) {
 fn finish(counters: &IoCounters, job: Job, result: io::Result<()>) {
     counters.active.fetch_sub(1, Ordering::Relaxed);
     job.finish(result);
+}
+
+/// The failure of a read whose job carries a shared block, which only a
+/// write may: the engine reads into nothing it does not own.
+fn shared_read() -> io::Error {
+    io::Error::other("a read into a shared block")
 }

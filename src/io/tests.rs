@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{DataFile, Io, IoBackend, Op};
-use crate::block::{Block, BlockBuf, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, IoBuf, SharedBlock, BLOCK_SIZE};
 
 fn engines() -> Vec<Io> {
     let mut engines = vec![Io::start(IoBackend::ThreadPool, None).unwrap()];
@@ -42,11 +42,7 @@ fn many_writes_then_reads_in_flight_round_trip() {
         )
         .unwrap();
         let read = io
-            .run_all(
-                offsets
-                    .iter()
-                    .map(|&o| (file.clone(), Op::Read, o, Block::zeroed())),
-            )
+            .read_all(offsets.iter().map(|&o| (file.clone(), o)))
             .unwrap();
         for (o, block) in offsets.iter().zip(read) {
             assert!(
@@ -57,6 +53,52 @@ fn many_writes_then_reads_in_flight_round_trip() {
         }
         assert_eq!(file.blocks().unwrap(), 2000);
         assert!(io.counters.reads.load(std::sync::atomic::Ordering::Relaxed) >= 2000);
+    }
+}
+
+/// A block behind an `Arc`, as a page an overlay shows.
+struct Held(BlockBuf);
+
+impl SharedBlock for Held {
+    fn block(&self) -> &Block {
+        &self.0
+    }
+}
+
+#[test]
+fn a_shared_block_is_written_from_where_it_lies_and_never_read_into() {
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(DataFile::open(&dir.path().join("data")).unwrap());
+        let held = Arc::new(Held(block_of(5)));
+        let shared = || IoBuf::Shared(held.clone());
+        let written = io
+            .run_all([
+                (file.clone(), Op::Write, 0, shared()),
+                (
+                    file.clone(),
+                    Op::Write,
+                    BLOCK_SIZE as u64,
+                    block_of(6).into(),
+                ),
+            ])
+            .unwrap();
+        // The write hands the shared block back, not a copy of it.
+        match &written[0] {
+            IoBuf::Shared(back) => assert!(std::ptr::eq(back.block(), held.block())),
+            IoBuf::Owned(_) => panic!("a copy came back, uring={}", io.is_uring()),
+        }
+        drop(written);
+        assert_eq!(Arc::strong_count(&held), 1, "the job let go of it");
+        assert!(io.read(&file, 0).unwrap().0 == block_of(5).0);
+        assert!(io.read(&file, BLOCK_SIZE as u64).unwrap().0 == block_of(6).0);
+        // A read may not land in a block others see: refused, and the
+        // engine serves the next job.
+        let refused = io.run_all([(file.clone(), Op::Read, 0, shared())]);
+        assert!(refused.is_err(), "uring={}", io.is_uring());
+        assert!(held.0 .0 == block_of(5).0);
+        let read = io.read_all([(file.clone(), BLOCK_SIZE as u64)]).unwrap();
+        assert!(read[0].0 == block_of(6).0);
     }
 }
 
@@ -87,7 +129,7 @@ fn dropping_the_engine_finishes_jobs_in_flight() {
                 file: file.clone(),
                 op: Op::Write,
                 offset: i * BLOCK_SIZE as u64,
-                block: block_of(i),
+                block: block_of(i).into(),
                 tag: i,
                 reply: tx.clone(),
             });

@@ -19,8 +19,11 @@ pub(super) fn spawn(
             for mut job in jobs.iter() {
                 started(&counters, job.op);
                 let result = match job.op {
-                    Op::Read => job.file.read_block(&mut job.block, job.offset),
-                    Op::Write => job.file.write_block(&job.block, job.offset),
+                    Op::Read => match job.block.for_read() {
+                        Some(block) => job.file.read_block(block, job.offset),
+                        None => Err(super::shared_read()),
+                    },
+                    Op::Write => job.file.write_block(job.block.block(), job.offset),
                 };
                 finish(&counters, job, result);
             }

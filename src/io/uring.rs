@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
 use super::{finish, started, IoCounters, Job, Op};
-use crate::block::{Block, BLOCK_SIZE};
+use crate::block::{Block, IoBuf, BLOCK_SIZE};
 
 use libc::{EAGAIN, EBUSY, EINTR};
 
@@ -109,13 +109,21 @@ impl Ring {
                     Err(TryRecvError::Disconnected) => open = false,
                 }
             }
+            // Jobs refused at the start leave nothing to wait for.
+            if self.in_flight == 0 {
+                continue;
+            }
             self.submit_and_wait()?;
             self.reap()?;
         }
     }
 
-    fn start(&mut self, job: Job) -> io::Result<()> {
+    fn start(&mut self, mut job: Job) -> io::Result<()> {
         started(&self.counters, job.op);
+        if job.op == Op::Read && job.block.for_read().is_none() {
+            finish(&self.counters, job, Err(super::shared_read()));
+            return Ok(());
+        }
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -155,18 +163,23 @@ impl Ring {
         let offset = f.job.offset + f.done as u64;
         let entry: squeue::Entry = match f.job.op {
             Op::Read => {
-                let ptr = f.job.block.0[f.done..].as_mut_ptr();
+                // `start` let only owned blocks through to a read.
+                let Some(block) = f.job.block.for_read() else {
+                    return Err(super::shared_read());
+                };
+                let ptr = block.0[f.done..].as_mut_ptr();
                 opcode::Read::new(fd, ptr, len).offset(offset).build()
             }
             Op::Write => {
-                let ptr = f.job.block.0[f.done..].as_ptr();
+                let ptr = f.job.block.block().0[f.done..].as_ptr();
                 opcode::Write::new(fd, ptr, len).offset(offset).build()
             }
         }
         .user_data(slot as u64);
-        // SAFETY: the buffer is the job's boxed block, owned by `self.slots[slot]`
+        // SAFETY: the buffer is the job's block, owned by `self.slots[slot]` (or,
+        // shared, kept alive by the job's Arc and never changed while shared)
         // and neither touched nor freed until this entry's completion is reaped, or
-        // leaked by `abandon` (moving the Box within `slots` does not move the
+        // leaked by `abandon` (moving the handle within `slots` does not move the
         // block); the job's Arc<DataFile> keeps the descriptor open as long.
         if unsafe { self.ring.submission().push(&entry) }.is_ok() {
             return Ok(());
@@ -201,7 +214,8 @@ impl Ring {
     fn abandon(&mut self, why: &io::Error) {
         for slot in self.slots.iter_mut() {
             if let Some(mut f) = slot.take() {
-                std::mem::forget(std::mem::replace(&mut f.job.block, Block::zeroed()));
+                let fresh = IoBuf::Owned(Block::zeroed());
+                std::mem::forget(std::mem::replace(&mut f.job.block, fresh));
                 let error =
                     io::Error::new(why.kind(), super::Abandoned(format!("io_uring: {why}")));
                 finish(&self.counters, f.job, Err(error));
@@ -306,7 +320,7 @@ mod tests {
                 file: file.clone(),
                 op: Op::Read,
                 offset: 0,
-                block: Block::zeroed(),
+                block: Block::zeroed().into(),
                 tag,
                 reply: tx.clone(),
             };
@@ -318,7 +332,7 @@ mod tests {
         assert_eq!(done.len(), 3);
         for d in done {
             assert!(d.result.is_err());
-            assert!(d.block.0.iter().all(|&b| b == 0));
+            assert!(d.block.block().0.iter().all(|&b| b == 0));
         }
     }
 }

@@ -25,7 +25,7 @@ use parking_lot::RwLock;
 use cache::PageCache;
 use index::SlotIndex;
 
-use crate::block::{Block, BlockBuf, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, IoBuf, BLOCK_SIZE};
 use crate::bytes::Cursor;
 use crate::clock::CacheCounts;
 use crate::store::{
@@ -444,16 +444,18 @@ impl PageStore {
                 let (block, shared) = match Arc::try_unwrap(page) {
                     Ok(mut page) => {
                         page.seal();
-                        (page.into_block(), None)
+                        (IoBuf::Owned(page.into_block()), None)
                     }
-                    // An overlay still shows it: written from a copy, and
-                    // cached as it is if it was sealed (`seal_shared`), so
-                    // the cache and the overlay hold one page, not two.
+                    // An overlay still shows it. Sealed (`seal_shared`), it
+                    // is written from where it lies and cached as it is, so
+                    // the commit, the cache and the overlay hold one page.
+                    Err(shared) if shared.check(&id).is_ok() => {
+                        (IoBuf::Shared(shared.clone()), Some(shared))
+                    }
                     Err(shared) => {
                         let mut copy = Page::clone(&shared);
                         copy.seal();
-                        let same = copy.as_bytes() == shared.as_bytes();
-                        (copy.into_block(), same.then_some(shared))
+                        (IoBuf::Owned(copy.into_block()), None)
                     }
                 };
                 let slot = plan.space.allocate()?;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::Notes;
-use crate::block::BlockBuf;
+use crate::block::{BlockBuf, IoBuf};
 use crate::io::Pending;
 use crate::trie::Node;
 use crate::Error;
@@ -61,7 +61,7 @@ pub(crate) fn stored_slot(index: u64) -> Result<u32, Error> {
 pub(crate) struct BlockWrite {
     pub(crate) target: Target,
     pub(crate) index: u64,
-    pub(crate) block: BlockBuf,
+    pub(crate) block: IoBuf,
 }
 
 /// How many items one of a commit's buffers reached, so the next commit's
@@ -123,7 +123,7 @@ pub(crate) struct Prewritten {
 
 impl Prewritten {
     /// Waits for every write; the blocks come back in the order of `places`.
-    pub(super) fn wait(&mut self) -> Result<Vec<BlockBuf>, Error> {
+    pub(super) fn wait(&mut self) -> Result<Vec<IoBuf>, Error> {
         let mut blocks = Vec::with_capacity(self.places.len());
         let mut first_error = None;
         for pending in std::mem::take(&mut self.pending) {
@@ -150,16 +150,17 @@ impl Drop for Prewritten {
 pub(crate) struct Written(pub(super) Vec<BlockWrite>);
 
 impl Written {
-    /// The blocks written to `target`, by slot, ascending. Only for `pages`
-    /// and `buckets`, whose slots are u32 by construction.
+    /// The blocks written to `target` from blocks of their own (not shared),
+    /// by slot, ascending. Only for `pages` and `buckets`, whose slots are
+    /// u32 by construction.
     pub(crate) fn take(&mut self, target: Target) -> Vec<(u32, BlockBuf)> {
         // Sized first: a hundred thousand blocks a commit, pushed one by one,
         // went through a doubling buffer's copies.
         let n = self.0.iter().filter(|w| w.target == target).count();
         let mut mine = Vec::with_capacity(n);
         for w in self.0.extract_if(.., |w| w.target == target) {
-            if let Ok(slot) = u32::try_from(w.index) {
-                mine.push((slot, w.block));
+            if let (Ok(slot), IoBuf::Owned(block)) = (u32::try_from(w.index), w.block) {
+                mine.push((slot, block));
             }
         }
         mine

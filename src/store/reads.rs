@@ -59,7 +59,7 @@ impl<W> Fetches<W> {
             file: store.file(target).clone(),
             op: Op::Read,
             offset: slot as u64 * BLOCK_SIZE as u64,
-            block: Block::for_read(),
+            block: Block::for_read().into(),
             tag,
             reply: self.reply.clone(),
         });
@@ -71,7 +71,10 @@ impl<W> Fetches<W> {
     pub(crate) fn finish(&mut self, done: Done) -> Option<(W, Option<BlockBuf>)> {
         let (place, wanted) = self.in_flight.remove(&done.tag)?;
         self.reading.remove(&place);
-        Some((wanted, done.result.ok().map(|_| done.block)))
+        Some((
+            wanted,
+            done.result.ok().and_then(|_| done.block.owned().ok()),
+        ))
     }
 }
 
@@ -115,14 +118,11 @@ impl Store {
     ) -> Result<Vec<BlockBuf>, Error> {
         self.check_usable()?;
         let file = self.file(target);
-        self.io.run_all(indices.into_iter().map(|i| {
-            (
-                file.clone(),
-                Op::Read,
-                i * BLOCK_SIZE as u64,
-                Block::for_read(),
-            )
-        }))
+        self.io.read_all(
+            indices
+                .into_iter()
+                .map(|i| (file.clone(), i * BLOCK_SIZE as u64)),
+        )
     }
 
     /// Reads the consecutive blocks of `target` from `first` into `blocks`

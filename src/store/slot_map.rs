@@ -16,7 +16,7 @@ use bitvec::vec::BitVec;
 use super::chained_sum::ChainedSum;
 use super::{Meta, Target, TARGETS};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::io::{DataFile, Io, Op};
+use crate::io::{DataFile, Io};
 use crate::Error;
 
 const MAGIC: &[u8; 8] = b"ptslots\0";
@@ -191,14 +191,7 @@ pub(crate) fn read(
     if available < 1 + body {
         return Ok(None);
     }
-    let blocks = io.run_all((1..=body).map(|i| {
-        (
-            file.clone(),
-            Op::Read,
-            i * BLOCK_SIZE as u64,
-            Block::for_read(),
-        )
-    }))?;
+    let blocks = io.read_all((1..=body).map(|i| (file.clone(), i * BLOCK_SIZE as u64)))?;
     if chained_sum(&blocks) != first.u64_at(24) {
         return Ok(None);
     }

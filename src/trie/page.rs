@@ -3,7 +3,7 @@
 
 use super::node::{bit_at, KeyPath, Node};
 use super::page_id::{PageId, PAGE_DEPTH};
-use crate::block::{Block, BlockBuf, BLOCK_SIZE};
+use crate::block::{Block, BlockBuf, SharedBlock, BLOCK_SIZE};
 use crate::Error;
 
 /// Bytes in a page: one block.
@@ -154,6 +154,12 @@ impl Page {
     /// The page's bytes, as written to disk.
     pub fn as_bytes(&self) -> &[u8; PAGE_SIZE] {
         &self.0 .0
+    }
+}
+
+impl SharedBlock for Page {
+    fn block(&self) -> &Block {
+        &self.0
     }
 }
 

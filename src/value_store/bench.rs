@@ -127,7 +127,7 @@ fn random_reads() {
             file: Arc::clone(&file),
             op: Op::Read,
             offset: slot as u64 * BLOCK_SIZE as u64,
-            block: Block::for_read(),
+            block: Block::for_read().into(),
             tag: i,
             reply: tx.clone(),
         });
@@ -139,7 +139,9 @@ fn random_reads() {
     while started.elapsed() < Duration::from_secs(10) {
         let d = rx.recv().unwrap();
         d.result.unwrap();
-        assert!(bucket::find(&d.block, &key(d.tag)).unwrap().is_some());
+        assert!(bucket::find(d.block.block(), &key(d.tag))
+            .unwrap()
+            .is_some());
         drop(d.block);
         done += 1;
         submit(next_key());

@@ -95,7 +95,7 @@ pub(super) fn write(value: &[u8], start: u64) -> Vec<BlockWrite> {
             BlockWrite {
                 target: Target::Overflow,
                 index: start + i as u64,
-                block,
+                block: block.into(),
             }
         })
         .collect()

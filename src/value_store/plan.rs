@@ -283,7 +283,7 @@ impl ValuePlan {
         self.writes.push(BlockWrite {
             target: Target::Buckets,
             index: meta.slot as u64,
-            block,
+            block: block.into(),
         });
         self.notes.add(Target::Buckets, meta.slot, |b| {
             Directory::note(&min, &meta, extents, b)

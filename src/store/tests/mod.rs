@@ -133,14 +133,14 @@ fn batch(k: u64) -> Batch {
             batch.writes.push(BlockWrite {
                 target: o.target,
                 index: slot,
-                block: stamp(written, o.target, slot),
+                block: stamp(written, o.target, slot).into(),
             });
         }
     }
     batch.writes.push(BlockWrite {
         target: Target::Overflow,
         index: k % 2,
-        block: stamp(k, Target::Overflow, k % 2),
+        block: stamp(k, Target::Overflow, k % 2).into(),
     });
     batch
 }
@@ -247,7 +247,7 @@ fn a_block_written_twice_in_one_commit_keeps_the_last_write() {
         .map(|k| BlockWrite {
             target: Target::Pages,
             index: k % 3,
-            block: stamp(k, Target::Pages, k % 3),
+            block: stamp(k, Target::Pages, k % 3).into(),
         })
         .collect();
     store.persist(batch).unwrap();
@@ -265,7 +265,7 @@ fn a_commit_never_writes_over_or_frees_what_it_must_not() {
     let write = |index| BlockWrite {
         target: Target::Buckets,
         index,
-        block: stamp(99, Target::Buckets, index),
+        block: stamp(99, Target::Buckets, index).into(),
     };
     // Over a slot the durable state uses: refused, nothing written.
     let mut over = batch(4);
@@ -320,7 +320,7 @@ fn early_writes_are_refused_where_they_could_race() {
     let twin = BlockWrite {
         target: first.target,
         index: first.index,
-        block: stamp(99, first.target, first.index),
+        block: stamp(99, first.target, first.index).into(),
     };
     let late = std::mem::replace(&mut b.writes, vec![twin]);
     store.write_early(&mut b).unwrap();
@@ -336,7 +336,7 @@ fn early_writes_are_refused_where_they_could_race() {
     let over = BlockWrite {
         target: Target::Pages,
         index: used,
-        block: stamp(99, Target::Pages, used),
+        block: stamp(99, Target::Pages, used).into(),
     };
     let mut b = batch(4);
     b.writes = vec![over];
