@@ -73,40 +73,51 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
 
     /// Caches `value` as the current value of `key`.
     pub(crate) fn insert(&self, key: K, value: V) {
-        let mut clock = self.inner.lock();
-        if let Some(&i) = clock.where_is.get(&key) {
-            clock.slots[i] = (key, value, true);
-            return;
-        }
-        if clock.capacity == 0 {
-            return;
-        }
-        if clock.slots.len() < clock.capacity {
-            let i = clock.slots.len();
-            clock.slots.push((key, value, false));
-            clock.where_is.insert(key, i);
-            return;
-        }
-        let victim = clock.advance();
-        let old = std::mem::replace(&mut clock.slots[victim], (key, value, false)).0;
-        clock.where_is.remove(&old);
-        clock.where_is.insert(key, victim);
+        // The guard goes at the end of the statement, the value it let go of
+        // after: the last handle on a page frees its block, which lookups on
+        // other threads need not wait for.
+        let _replaced = self.inner.lock().put(key, value);
     }
 
-    pub(crate) fn remove(&self, key: &K) {
-        let mut clock = self.inner.lock();
-        if let Some(i) = clock.where_is.remove(key) {
-            let last = clock.slots.len() - 1;
-            clock.slots.swap(i, last);
-            clock.slots.pop();
-            if i < clock.slots.len() {
-                let moved = clock.slots[i].0;
-                clock.where_is.insert(moved, i);
-            }
-            if clock.hand >= clock.slots.len() {
-                clock.hand = 0;
-            }
+    /// Forgets `key`; returns its value, if it had one, for the caller to
+    /// drop outside the lock.
+    pub(crate) fn remove(&self, key: &K) -> Option<V> {
+        let removed = self.inner.lock().take(key);
+        removed
+    }
+}
+
+impl<K: Hash + Eq + Copy, V> Clock<K, V> {
+    /// Caches `value` for `key`; returns the entry it replaced or evicted.
+    fn put(&mut self, key: K, value: V) -> Option<(K, V, bool)> {
+        if let Some(&i) = self.where_is.get(&key) {
+            return Some(std::mem::replace(&mut self.slots[i], (key, value, true)));
         }
+        if self.capacity == 0 {
+            return None;
+        }
+        if self.slots.len() < self.capacity {
+            self.where_is.insert(key, self.slots.len());
+            self.slots.push((key, value, false));
+            return None;
+        }
+        let victim = self.advance();
+        let evicted = std::mem::replace(&mut self.slots[victim], (key, value, false));
+        self.where_is.remove(&evicted.0);
+        self.where_is.insert(key, victim);
+        Some(evicted)
+    }
+
+    fn take(&mut self, key: &K) -> Option<V> {
+        let i = self.where_is.remove(key)?;
+        let removed = self.slots.swap_remove(i);
+        if let Some(moved) = self.slots.get(i) {
+            self.where_is.insert(moved.0, i);
+        }
+        if self.hand >= self.slots.len() {
+            self.hand = 0;
+        }
+        Some(removed.1)
     }
 }
 

@@ -51,11 +51,12 @@ impl PageCache {
         }
     }
 
-    /// Drops `id` unless it is resident.
-    pub(super) fn release(&self, id: &PageId) {
-        if id.level() >= RESIDENT_LEVELS {
-            self.clock.remove(id);
+    /// Drops `id` unless it is resident; says whether it was in RAM.
+    pub(super) fn release(&self, id: &PageId) -> bool {
+        if id.level() < RESIDENT_LEVELS {
+            return self.resident.read().contains_key(id);
         }
+        self.clock.remove(id).is_some()
     }
 
     pub(super) fn remove(&self, id: &PageId) {

@@ -432,13 +432,13 @@ impl PageStore {
             if !plan.changed.insert(id) {
                 return Err(Error::Internal("a page changed twice in one commit"));
             }
-            if let Some(old) = self.slot_of(&slots, &id)? {
+            // The new version is cached at publish. Keeping the old one
+            // until then held a commit's worth of pages (180 MB at 2^24
+            // accounts) beyond the cache's budget; a read of the published
+            // state meanwhile fetches it again.
+            let cached = self.cache.release(&id);
+            if let Some(old) = self.slot_of(&slots, &id, cached)? {
                 plan.freed.push((id, old));
-                // The new version is cached at publish. Keeping the old one
-                // until then held a commit's worth of pages (180 MB at 2^24
-                // accounts) beyond the cache's budget; a read of the
-                // published state meanwhile fetches it again.
-                self.cache.release(&id);
             }
             if let Some(page) = change {
                 let (block, shared) = match Arc::try_unwrap(page) {
@@ -542,11 +542,11 @@ impl PageStore {
     }
 
     /// The slot of page `id`, if stored. A fingerprint shared with another
-    /// page costs reading the candidates, unless the page is cached and the
-    /// only candidate.
-    fn slot_of(&self, slots: &Slots, id: &PageId) -> Result<Option<u32>, Error> {
+    /// page costs reading the candidates, unless the page was `cached` (so
+    /// stored) and is the only candidate.
+    fn slot_of(&self, slots: &Slots, id: &PageId, cached: bool) -> Result<Option<u32>, Error> {
         let candidates: Vec<u32> = slots.index.candidates(id).collect();
-        if let ([slot], true) = (candidates.as_slice(), self.cache.contains(id)) {
+        if let ([slot], true) = (candidates.as_slice(), cached) {
             return Ok(Some(*slot));
         }
         let found = find(&candidates, id, |slot| {
