@@ -145,6 +145,12 @@ impl Drop for Busy<'_> {
 /// commit's writes sooner than 256 (the wait after planning 143 against 176
 /// ms), 512 and 4096 later.
 const RING_DEPTH: u32 = 1024;
+/// Reads one [`Io::read_all`] keeps in flight at most. At 2^24 the value
+/// plan's batch of bucket reads at the start of a commit, all at once, held
+/// the commit's workers 15 ms a read with the CPUs idle; in windows of 512
+/// the commit took 20 to 47 ms less in each of 4 alternated pairs, and in
+/// windows of 128 the plan's reads took twice as long and the commit more.
+const READ_WINDOW: usize = 512;
 /// The thread pool's size.
 const POOL_THREADS: usize = 16;
 
@@ -219,15 +225,33 @@ impl Io {
     }
 
     /// Reads the blocks at `places` (a file and an offset each) concurrently
-    /// and waits for them; they come back in the order given.
+    /// and waits for them; they come back in the order given. At most
+    /// [`READ_WINDOW`] are in flight at once: enough to keep the disk busy,
+    /// and few enough that another thread's read does not queue behind
+    /// thousands.
     pub(crate) fn read_all(
         &self,
         places: impl IntoIterator<Item = (Arc<DataFile>, u64)>,
     ) -> Result<Vec<BlockBuf>, Error> {
-        let jobs = places
-            .into_iter()
-            .map(|(file, offset)| (file, Op::Read, offset, Block::for_read()));
-        self.run_all(jobs)?.into_iter().map(IoBuf::owned).collect()
+        let places: Vec<(Arc<DataFile>, u64)> = places.into_iter().collect();
+        let start = |chunk: &[(Arc<DataFile>, u64)]| {
+            self.start_all(
+                chunk
+                    .iter()
+                    .map(|(file, offset)| (file.clone(), Op::Read, *offset, Block::for_read())),
+            )
+        };
+        // Two half windows: the next is in flight while the first is awaited.
+        let mut chunks = places.chunks(READ_WINDOW / 2);
+        let mut ahead = chunks.next().map(start);
+        let mut blocks = Vec::with_capacity(places.len());
+        while let Some(pending) = ahead.take() {
+            ahead = chunks.next().map(start);
+            for block in pending.wait()? {
+                blocks.push(block.owned()?);
+            }
+        }
+        Ok(blocks)
     }
 
     /// Starts `jobs` concurrently; [`Pending::wait`] collects them.
