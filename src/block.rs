@@ -96,20 +96,28 @@ impl Drop for BlockBuf {
 
 /// A block its owner shares with others (a page an overlay shows), which a
 /// write takes from where it lies instead of from a copy.
-pub(crate) trait SharedBlock: Send + Sync {
-    /// The block's bytes, unchanged while any holder of it lives.
+///
+/// # Safety
+///
+/// The kernel reads the block through a raw pointer while the write is in
+/// flight: `block` must return the same block at the same address on every
+/// call, and its bytes must not change while any holder of the value lives.
+pub(crate) unsafe trait SharedBlock: Send + Sync {
+    /// The block's bytes.
     fn block(&self) -> &Block;
 }
 
 /// The buffer of one block's I/O: owned (any read or write), or shared (a
 /// write only; the job holds it until the write is done).
 pub(crate) enum IoBuf {
+    /// A block of the job's own: read into, or written.
     Owned(BlockBuf),
+    /// A block others hold too: only written.
     Shared(Arc<dyn SharedBlock>),
 }
 
 impl IoBuf {
-    /// The bytes to write.
+    /// The block's bytes: those to write, or those a read brought.
     pub(crate) fn block(&self) -> &Block {
         match self {
             IoBuf::Owned(b) => b,

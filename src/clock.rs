@@ -108,6 +108,7 @@ impl<K: Hash + Eq + Copy, V> Clock<K, V> {
         Some(evicted)
     }
 
+    /// Forgets `key`; returns its value, if it had one.
     fn take(&mut self, key: &K) -> Option<V> {
         let i = self.where_is.remove(key)?;
         let removed = self.slots.swap_remove(i);
@@ -166,8 +167,10 @@ mod tests {
             let key = (x % 150) as u32;
             match x >> 60 {
                 0..=2 => {
-                    cache.remove(&key);
-                    latest.remove(&key);
+                    // A removed key's value, if still cached, is its latest.
+                    let removed = cache.remove(&key);
+                    let model = latest.remove(&key);
+                    assert!(removed.is_none() || removed == model, "step {step}");
                 }
                 3..=9 => {
                     cache.insert(key, step);

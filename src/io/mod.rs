@@ -228,7 +228,9 @@ impl Io {
     /// and waits for them; they come back in the order given. At most
     /// [`READ_WINDOW`] are in flight at once: enough to keep the disk busy,
     /// and few enough that another thread's read does not queue behind
-    /// thousands.
+    /// thousands. Fails with the first error of the first window that has
+    /// one; the window after it, already started, is waited for, and none
+    /// later starts.
     pub(crate) fn read_all(
         &self,
         places: impl IntoIterator<Item = (Arc<DataFile>, u64)>,

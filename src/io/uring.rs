@@ -209,8 +209,9 @@ impl Ring {
     }
 
     /// Fails every job in flight. The kernel may still be using their blocks, so
-    /// each is leaked and the caller gets a fresh one: 4 KiB a job, on a path that
-    /// only a broken ring or a panic takes.
+    /// each is leaked (a shared one stays alive for good, its handle forgotten)
+    /// and the caller gets a fresh owned one: 4 KiB a job, on a path that only
+    /// a broken ring or a panic takes.
     fn abandon(&mut self, why: &io::Error) {
         for slot in self.slots.iter_mut() {
             if let Some(mut f) = slot.take() {

@@ -45,7 +45,8 @@ impl PageCache {
     /// Caches `page` as the current version of `id`.
     pub(super) fn insert(&self, id: PageId, page: Arc<Page>) {
         if id.level() < RESIDENT_LEVELS {
-            self.resident.write().insert(id, page);
+            // The page replaced is dropped after the lock, as in the CLOCK.
+            let _replaced = self.resident.write().insert(id, page);
         } else {
             self.clock.insert(id, page);
         }
@@ -61,7 +62,7 @@ impl PageCache {
 
     pub(super) fn remove(&self, id: &PageId) {
         if id.level() < RESIDENT_LEVELS {
-            self.resident.write().remove(id);
+            let _removed = self.resident.write().remove(id);
         } else {
             self.clock.remove(id);
         }

@@ -157,7 +157,9 @@ impl Page {
     }
 }
 
-impl SharedBlock for Page {
+// SAFETY: a page owns its block, which stays where it is while the page
+// lives, and is changed only through `&mut Page`, which no shared holder has.
+unsafe impl SharedBlock for Page {
     fn block(&self) -> &Block {
         &self.0
     }
