@@ -449,7 +449,7 @@ impl PageStore {
                     // An overlay still shows it. Sealed (`seal_shared`), it
                     // is written from where it lies and cached as it is, so
                     // the commit, the cache and the overlay hold one page.
-                    Err(shared) if shared.check(&id).is_ok() => {
+                    Err(shared) if is_page(&shared, &id) => {
                         (IoBuf::Shared(shared.clone()), Some(shared))
                     }
                     Err(shared) => {
@@ -531,8 +531,8 @@ impl PageStore {
     }
 
     /// Seals the pages of `changes` that nothing else holds yet, before an
-    /// overlay shares them: a commit then writes a copy of each and caches
-    /// the shared page itself, instead of a second copy ([`PageStore::plan`]).
+    /// overlay shares them: a commit then writes each from where it lies and
+    /// caches it as it is, instead of a copy ([`PageStore::plan`]).
     pub(crate) fn seal_shared(changes: &mut PageChanges) {
         for page in changes.iter_mut().filter_map(|(_, page)| page.as_mut()) {
             if let Some(page) = Arc::get_mut(page) {
