@@ -107,37 +107,21 @@ pub(crate) unsafe trait SharedBlock: Send + Sync {
     fn block(&self) -> &Block;
 }
 
-/// The buffer of one block's I/O: owned (any read or write), or shared (a
-/// write only; the job holds it until the write is done).
+/// The buffer of a block's write: owned, or shared (the job holds it until
+/// the write is done). A read's is always owned ([`crate::io::Transfer`]).
 pub(crate) enum IoBuf {
-    /// A block of the job's own: read into, or written.
+    /// A block of the job's own.
     Owned(BlockBuf),
-    /// A block others hold too: only written.
+    /// A block others hold too, who only read it.
     Shared(Arc<dyn SharedBlock>),
 }
 
 impl IoBuf {
-    /// The block's bytes: those to write, or those a read brought.
+    /// The block's bytes.
     pub(crate) fn block(&self) -> &Block {
         match self {
             IoBuf::Owned(b) => b,
             IoBuf::Shared(s) => s.block(),
-        }
-    }
-
-    /// The block to read into: only an owned one.
-    pub(crate) fn for_read(&mut self) -> Option<&mut Block> {
-        match self {
-            IoBuf::Owned(b) => Some(b),
-            IoBuf::Shared(_) => None,
-        }
-    }
-
-    /// The owned block, which a read's job always carries.
-    pub(crate) fn owned(self) -> Result<BlockBuf, crate::Error> {
-        match self {
-            IoBuf::Owned(b) => Ok(b),
-            IoBuf::Shared(_) => Err(crate::Error::Internal("a shared block where a read's is")),
         }
     }
 }

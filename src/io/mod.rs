@@ -78,22 +78,69 @@ impl Op {
     }
 }
 
+/// What a job moves, with its block: a read fills a block of its own, a
+/// write's block may be shared with others, who only read it.
+pub(crate) enum Transfer {
+    /// Reads the block at the job's offset into this one.
+    Read(BlockBuf),
+    /// Writes this block at the job's offset.
+    Write(IoBuf),
+}
+
+impl Transfer {
+    /// A read into a fresh block.
+    pub(crate) fn read() -> Transfer {
+        Transfer::Read(Block::for_read())
+    }
+
+    /// Read or write.
+    pub(crate) fn op(&self) -> Op {
+        match self {
+            Transfer::Read(_) => Op::Read,
+            Transfer::Write(_) => Op::Write,
+        }
+    }
+
+    /// The block's bytes: those a read brought, or those written.
+    #[cfg(test)]
+    pub(crate) fn block(&self) -> &Block {
+        match self {
+            Transfer::Read(b) => b,
+            Transfer::Write(b) => b.block(),
+        }
+    }
+
+    /// A read's block; `None` for a write.
+    pub(crate) fn into_read(self) -> Option<BlockBuf> {
+        match self {
+            Transfer::Read(b) => Some(b),
+            Transfer::Write(_) => None,
+        }
+    }
+
+    /// The block, read or written.
+    pub(crate) fn into_block(self) -> IoBuf {
+        match self {
+            Transfer::Read(b) => IoBuf::Owned(b),
+            Transfer::Write(b) => b,
+        }
+    }
+}
+
 /// One block to move between memory and a file.
 pub(crate) struct Job {
     pub(crate) file: Arc<DataFile>,
-    pub(crate) op: Op,
     pub(crate) offset: u64,
-    /// Owned for a read; a write's may be shared.
-    pub(crate) block: IoBuf,
+    pub(crate) transfer: Transfer,
     /// The caller's name for this job, returned with it.
     pub(crate) tag: u64,
     pub(crate) reply: Sender<Done>,
 }
 
-/// A finished job: the block (read data, or the written data back) and the result.
+/// A finished job: its transfer (with the data read, or written) and the result.
 pub(crate) struct Done {
     pub(crate) tag: u64,
-    pub(crate) block: IoBuf,
+    pub(crate) transfer: Transfer,
     pub(crate) result: io::Result<()>,
 }
 
@@ -101,7 +148,7 @@ impl Job {
     fn finish(self, result: io::Result<()>) {
         let done = Done {
             tag: self.tag,
-            block: self.block,
+            transfer: self.transfer,
             result,
         };
         // A caller that stopped listening no longer wants the block.
@@ -218,10 +265,10 @@ impl Io {
 
     /// Runs `jobs` concurrently and waits for all of them; the blocks come back in
     /// the order given. Fails with the first error after every job has finished.
-    pub(crate) fn run_all<B: Into<IoBuf>>(
+    pub(crate) fn run_all(
         &self,
-        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, B)>,
-    ) -> Result<Vec<IoBuf>, Error> {
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, u64, Transfer)>,
+    ) -> Result<Vec<Transfer>, Error> {
         self.start_all(jobs).wait()
     }
 
@@ -241,7 +288,7 @@ impl Io {
             self.start_all(
                 chunk
                     .iter()
-                    .map(|(file, offset)| (file.clone(), Op::Read, *offset, Block::for_read())),
+                    .map(|(file, offset)| (file.clone(), *offset, Transfer::read())),
             )
         };
         // Two half windows: the next is in flight while the first is awaited.
@@ -250,28 +297,30 @@ impl Io {
         let mut blocks = Vec::with_capacity(places.len());
         while let Some(pending) = ahead.take() {
             ahead = chunks.next().map(start);
-            for block in pending.wait()? {
-                blocks.push(block.owned()?);
+            for done in pending.wait()? {
+                blocks.push(
+                    done.into_read()
+                        .ok_or(Error::Internal("a read came back as a write"))?,
+                );
             }
         }
         Ok(blocks)
     }
 
     /// Starts `jobs` concurrently; [`Pending::wait`] collects them.
-    pub(crate) fn start_all<B: Into<IoBuf>>(
+    pub(crate) fn start_all(
         &self,
-        jobs: impl IntoIterator<Item = (Arc<DataFile>, Op, u64, B)>,
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, u64, Transfer)>,
     ) -> Pending {
         let (tx, rx) = crossbeam_channel::unbounded();
         // Each job's file and direction, to say where a failure was.
         let mut what = Vec::new();
-        for (file, op, offset, block) in jobs {
-            what.push((file.clone(), op));
+        for (file, offset, transfer) in jobs {
+            what.push((file.clone(), transfer.op()));
             self.submit(Job {
                 file,
-                op,
                 offset,
-                block: block.into(),
+                transfer,
                 tag: what.len() as u64 - 1,
                 reply: tx.clone(),
             });
@@ -317,11 +366,11 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    /// Waits for every job; the blocks come back in the order the jobs were
-    /// given. Fails with the first error after every job has finished.
-    pub(crate) fn wait(mut self) -> Result<Vec<IoBuf>, Error> {
+    /// Waits for every job; the transfers come back in the order the jobs
+    /// were given. Fails with the first error after every job has finished.
+    pub(crate) fn wait(mut self) -> Result<Vec<Transfer>, Error> {
         let count = self.what.len();
-        let mut slots: Vec<Option<IoBuf>> = (0..count).map(|_| None).collect();
+        let mut slots: Vec<Option<Transfer>> = (0..count).map(|_| None).collect();
         let mut first_error = None;
         while self.answered < count {
             let Ok(done) = self.rx.recv() else { break };
@@ -330,7 +379,7 @@ impl Pending {
                 first_error.get_or_insert((done.tag as usize, e));
             }
             if let Some(slot) = slots.get_mut(done.tag as usize) {
-                *slot = Some(done.block);
+                *slot = Some(done.transfer);
             }
         }
         if let Some((tag, e)) = first_error {
@@ -388,10 +437,4 @@ fn started(counters: &IoCounters, op: Op) {
 fn finish(counters: &IoCounters, job: Job, result: io::Result<()>) {
     counters.active.fetch_sub(1, Ordering::Relaxed);
     job.finish(result);
-}
-
-/// The failure of a read whose job carries a shared block, which only a
-/// write may: the engine reads into nothing it does not own.
-fn shared_read() -> io::Error {
-    io::Error::other("a read into a shared block")
 }

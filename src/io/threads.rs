@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
-use super::{finish, started, IoCounters, Job, Op};
+use super::{finish, started, IoCounters, Job, Transfer};
 
 pub(super) fn spawn(
     i: usize,
@@ -17,13 +17,10 @@ pub(super) fn spawn(
         .name(format!("pagetrie-io-{i}"))
         .spawn(move || {
             for mut job in jobs.iter() {
-                started(&counters, job.op);
-                let result = match job.op {
-                    Op::Read => match job.block.for_read() {
-                        Some(block) => job.file.read_block(block, job.offset),
-                        None => Err(super::shared_read()),
-                    },
-                    Op::Write => job.file.write_block(job.block.block(), job.offset),
+                started(&counters, job.transfer.op());
+                let result = match &mut job.transfer {
+                    Transfer::Read(block) => job.file.read_block(block, job.offset),
+                    Transfer::Write(block) => job.file.write_block(block.block(), job.offset),
                 };
                 finish(&counters, job, result);
             }

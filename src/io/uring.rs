@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, TryRecvError};
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use super::{finish, started, IoCounters, Job, Op};
+use super::{finish, started, IoCounters, Job, Transfer};
 use crate::block::{Block, IoBuf, BLOCK_SIZE};
 
 use libc::{EAGAIN, EBUSY, EINTR};
@@ -109,21 +109,13 @@ impl Ring {
                     Err(TryRecvError::Disconnected) => open = false,
                 }
             }
-            // Jobs refused at the start leave nothing to wait for.
-            if self.in_flight == 0 {
-                continue;
-            }
             self.submit_and_wait()?;
             self.reap()?;
         }
     }
 
-    fn start(&mut self, mut job: Job) -> io::Result<()> {
-        started(&self.counters, job.op);
-        if job.op == Op::Read && job.block.for_read().is_none() {
-            finish(&self.counters, job, Err(super::shared_read()));
-            return Ok(());
-        }
+    fn start(&mut self, job: Job) -> io::Result<()> {
+        started(&self.counters, job.transfer.op());
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -161,17 +153,13 @@ impl Ring {
         let fd = types::Fd(fd);
         let len = (end - f.done) as u32;
         let offset = f.job.offset + f.done as u64;
-        let entry: squeue::Entry = match f.job.op {
-            Op::Read => {
-                // `start` let only owned blocks through to a read.
-                let Some(block) = f.job.block.for_read() else {
-                    return Err(super::shared_read());
-                };
+        let entry: squeue::Entry = match &mut f.job.transfer {
+            Transfer::Read(block) => {
                 let ptr = block.0[f.done..].as_mut_ptr();
                 opcode::Read::new(fd, ptr, len).offset(offset).build()
             }
-            Op::Write => {
-                let ptr = f.job.block.block().0[f.done..].as_ptr();
+            Transfer::Write(block) => {
+                let ptr = block.block().0[f.done..].as_ptr();
                 opcode::Write::new(fd, ptr, len).offset(offset).build()
             }
         }
@@ -215,8 +203,11 @@ impl Ring {
     fn abandon(&mut self, why: &io::Error) {
         for slot in self.slots.iter_mut() {
             if let Some(mut f) = slot.take() {
-                let fresh = IoBuf::Owned(Block::zeroed());
-                std::mem::forget(std::mem::replace(&mut f.job.block, fresh));
+                let fresh = match f.job.transfer {
+                    Transfer::Read(_) => Transfer::Read(Block::zeroed()),
+                    Transfer::Write(_) => Transfer::Write(IoBuf::Owned(Block::zeroed())),
+                };
+                std::mem::forget(std::mem::replace(&mut f.job.transfer, fresh));
                 let error =
                     io::Error::new(why.kind(), super::Abandoned(format!("io_uring: {why}")));
                 finish(&self.counters, f.job, Err(error));
@@ -277,9 +268,9 @@ fn injected(job: &Job) -> io::Result<Option<(io::Error, usize)>> {
         return Ok(None);
     };
     plan.before_ring_job()?;
-    Ok(match job.op {
-        Op::Read => plan.before_read().err().map(|e| (e, 0)),
-        Op::Write => match plan.before_write(&job.file, job.offset) {
+    Ok(match &job.transfer {
+        Transfer::Read(_) => plan.before_read().err().map(|e| (e, 0)),
+        Transfer::Write(_) => match plan.before_write(&job.file, job.offset) {
             Err(e) => Some((e, 0)),
             Ok(WriteFault::None) => None,
             Ok(WriteFault::Fail) => Some((faults::injected(), 0)),
@@ -307,8 +298,19 @@ mod tests {
     use super::*;
     use crate::io::DataFile;
 
+    /// A block behind an `Arc`, as a page an overlay shows.
+    struct Held(crate::block::BlockBuf);
+
+    // SAFETY: the block is owned and never changed through `&Held`.
+    unsafe impl crate::block::SharedBlock for Held {
+        fn block(&self) -> &Block {
+            &self.0
+        }
+    }
+
     /// A ring dropped with work in flight (a panic on its thread) fails each job,
-    /// handing back a fresh block instead of one the kernel may still own.
+    /// handing back a fresh block instead of one the kernel may still own;
+    /// a shared block being written is kept alive for good.
     #[test]
     fn a_ring_dropped_mid_flight_fails_its_jobs() {
         let dir = tempfile::tempdir().unwrap();
@@ -316,12 +318,16 @@ mod tests {
         file.write_block(&Block([7; BLOCK_SIZE]), 0).unwrap();
         let mut ring = Ring::new(IoUring::new(8).unwrap(), Arc::default());
         let (tx, rx) = crossbeam_channel::unbounded();
+        let held = Arc::new(Held(Block::zeroed()));
         for tag in 0..3 {
+            let transfer = match tag {
+                2 => Transfer::Write(IoBuf::Shared(held.clone())),
+                _ => Transfer::Read(Block::zeroed()),
+            };
             let job = Job {
                 file: file.clone(),
-                op: Op::Read,
                 offset: 0,
-                block: Block::zeroed().into(),
+                transfer,
                 tag,
                 reply: tx.clone(),
             };
@@ -333,7 +339,12 @@ mod tests {
         assert_eq!(done.len(), 3);
         for d in done {
             assert!(d.result.is_err());
-            assert!(d.block.block().0.iter().all(|&b| b == 0));
+            match d.transfer {
+                Transfer::Read(block) => assert!(block.0.iter().all(|&b| b == 0)),
+                Transfer::Write(IoBuf::Owned(_)) => assert_eq!(d.tag, 2),
+                Transfer::Write(IoBuf::Shared(_)) => panic!("the shared block came back"),
+            }
         }
+        assert_eq!(Arc::strong_count(&held), 2, "the kernel's handle was kept");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Notes;
 use crate::block::{BlockBuf, IoBuf};
-use crate::io::Pending;
+use crate::io::{Pending, Transfer};
 use crate::trie::Node;
 use crate::Error;
 
@@ -128,7 +128,7 @@ impl Prewritten {
         let mut first_error = None;
         for pending in std::mem::take(&mut self.pending) {
             match pending.wait() {
-                Ok(b) => blocks.extend(b),
+                Ok(done) => blocks.extend(done.into_iter().map(Transfer::into_block)),
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }

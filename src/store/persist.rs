@@ -11,7 +11,7 @@ use super::batch::{BlockWrite, Prewritten, Written};
 use super::slot_map::{self, SlotMap};
 use super::{catalog, Batch, Durable, Meta, Store, Target, TARGETS};
 use crate::block::{BlockBuf, BLOCK_SIZE};
-use crate::io::{may_still_land, DataFile, Io, Op, Pending};
+use crate::io::{may_still_land, DataFile, Io, Pending, Transfer};
 use crate::trie::Node;
 use crate::Error;
 
@@ -72,9 +72,8 @@ impl Store {
             .start_all(writes.into_iter().zip(offsets).map(|(w, offset)| {
                 (
                     self.targets[w.target as usize].clone(),
-                    Op::Write,
                     offset,
-                    w.block,
+                    Transfer::Write(w.block),
                 )
             }));
         Ok((places, pending))
@@ -182,7 +181,7 @@ impl Store {
                     .io
                     .start_all(blocks.into_iter().enumerate().map(|(i, b)| {
                         let offset = (first + i as u64) * BLOCK_SIZE as u64;
-                        (file.clone(), Op::Write, offset, b)
+                        (file.clone(), offset, Transfer::Write(b.into()))
                     }));
                 (file, pending)
             })
@@ -193,7 +192,7 @@ impl Store {
             places.splice(0..0, std::mem::take(&mut early.places));
             blocks = early.wait()?;
         }
-        blocks.extend(late.wait()?);
+        blocks.extend(late.wait()?.into_iter().map(Transfer::into_block));
         let files_written: Vec<Target> = Target::ALL
             .into_iter()
             .filter(|t| places.iter().any(|p| p.0 == *t))
@@ -322,9 +321,8 @@ pub(super) fn write_blocks(
     io.run_all(blocks.into_iter().enumerate().map(|(i, b)| {
         (
             file.clone(),
-            Op::Write,
             (first + i as u64) * BLOCK_SIZE as u64,
-            b,
+            Transfer::Write(b.into()),
         )
     }))
     .map(drop)

@@ -8,7 +8,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 
 use super::{Store, Target};
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::io::{Done, Job, Op};
+use crate::io::{Done, Job, Transfer};
 use crate::Error;
 
 /// Block reads started for a prefetcher, answered on one channel, each with
@@ -57,9 +57,8 @@ impl<W> Fetches<W> {
         self.in_flight.insert(tag, ((target, slot), wanted));
         store.io.submit(Job {
             file: store.file(target).clone(),
-            op: Op::Read,
             offset: slot as u64 * BLOCK_SIZE as u64,
-            block: Block::for_read().into(),
+            transfer: Transfer::read(),
             tag,
             reply: self.reply.clone(),
         });
@@ -73,7 +72,7 @@ impl<W> Fetches<W> {
         self.reading.remove(&place);
         Some((
             wanted,
-            done.result.ok().and_then(|_| done.block.owned().ok()),
+            done.result.ok().and_then(|_| done.transfer.into_read()),
         ))
     }
 }

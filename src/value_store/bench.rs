@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::{bucket, ValueStore};
 use crate::block::{Block, BLOCK_SIZE};
-use crate::io::{Job, Op};
+use crate::io::{Job, Transfer};
 use crate::store::{Store, StoreConfig, Target};
 use crate::trie::{hash_value, KeyPath};
 
@@ -125,9 +125,8 @@ fn random_reads() {
         let slot = values.slot_for(&key(i)).expect("present key");
         store.io().submit(Job {
             file: Arc::clone(&file),
-            op: Op::Read,
             offset: slot as u64 * BLOCK_SIZE as u64,
-            block: Block::for_read().into(),
+            transfer: Transfer::read(),
             tag: i,
             reply: tx.clone(),
         });
@@ -139,10 +138,10 @@ fn random_reads() {
     while started.elapsed() < Duration::from_secs(10) {
         let d = rx.recv().unwrap();
         d.result.unwrap();
-        assert!(bucket::find(d.block.block(), &key(d.tag))
+        assert!(bucket::find(d.transfer.block(), &key(d.tag))
             .unwrap()
             .is_some());
-        drop(d.block);
+        drop(d.transfer);
         done += 1;
         submit(next_key());
     }
