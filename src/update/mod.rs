@@ -10,7 +10,6 @@
 //! May not write anything: it reads the committed state through the stores and
 //! hands its page changes back; the Db commits them with the value changes.
 
-mod prove;
 #[cfg(test)]
 mod tests;
 mod unwritten;
@@ -26,7 +25,7 @@ use crate::Error;
 
 pub(crate) use unwritten::Unwritten;
 pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
-use worker::{Old, Pos, Subtree, Worker};
+use worker::{Old, Pos, Subtree, Work, Worker};
 
 /// Page changes: `Some` stores a page, `None` deletes it.
 pub(crate) use crate::page_store::PageChanges;
@@ -93,12 +92,11 @@ pub(crate) fn update_trie(
     }
     if keys.is_empty() {
         proof.siblings.push(*prev_root);
-    } else {
-        main.prove(&PageId::ROOT, &old, keys, &mut proof)?;
     }
-    let root = match changes {
-        [] => *prev_root,
-        _ => main.update(PageId::ROOT, old, changes)?.node,
+    let work = Work { keys, changes };
+    let root = match main.walk(PageId::ROOT, old, work, &mut proof)? {
+        Some(updated) => updated.node,
+        None => *prev_root,
     };
     Ok(TrieUpdate {
         root,
@@ -190,23 +188,14 @@ fn run_job(
     root: &Page,
     job: &RootChild<'_>,
 ) -> Result<(u8, Option<Subtree>, Option<MultiProof>), Error> {
-    let any_key = job.keys.first().or(job.changes.first().map(|c| &c.0));
-    let Some(key) = any_key else {
-        return Ok((job.index, None, None));
+    let work = Work {
+        keys: job.keys,
+        changes: job.changes,
     };
-    let (child, old) = worker.old_child(root, &PageId::ROOT, Pos::bottom(job.index), key)?;
-    let proof = match job.keys {
-        [] => None,
-        keys => {
-            let mut proof = MultiProof::default();
-            worker.prove(&child, &old, keys, &mut proof)?;
-            Some(proof)
-        }
-    };
-    let updated = match job.changes {
-        [] => None,
-        changes => Some(worker.update(child, old, changes)?),
-    };
+    let (child, old) = worker.old_child(root, &PageId::ROOT, Pos::bottom(job.index), work)?;
+    let mut proof = MultiProof::default();
+    let updated = worker.walk(child, old, work, &mut proof)?;
+    let proof = (!job.keys.is_empty()).then_some(proof);
     Ok((job.index, updated, proof))
 }
 

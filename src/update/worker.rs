@@ -1,4 +1,5 @@
-//! One commit worker: updates and proves the subtrees it is given, page by page.
+//! One commit worker: proves and updates the subtrees it is given, page by
+//! page, in one walk.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -6,6 +7,7 @@ use std::sync::Arc;
 use crate::page_store::PageStore;
 use crate::trie::page::{cell, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
+use crate::trie::proof::{prove_below, MultiProof};
 use crate::trie::{hash_leaf, KeyPath, Node, NodeKind, ValueHash, TERMINATOR};
 use crate::value_store::ValueStore;
 
@@ -133,17 +135,66 @@ impl Pos {
 #[derive(Default)]
 pub(super) struct ChildResults {
     pub(super) updated: HashMap<u8, Subtree>,
-    pub(super) proofs: HashMap<u8, crate::trie::proof::MultiProof>,
+    pub(super) proofs: HashMap<u8, MultiProof>,
 }
 
-/// Walks pages top-down along the changed and proven keys. Holds the pages it
-/// changed and the value-store answers it got, which its second pass reuses.
+/// What a walk does under a position: proves `keys` (sorted, distinct)
+/// against the state before the commit and applies `changes` (sorted).
+/// Where the witness is wanted, every changed key is among the keys.
+#[derive(Clone, Copy)]
+pub(super) struct Work<'c> {
+    pub(super) keys: &'c [KeyPath],
+    pub(super) changes: &'c [Change],
+}
+
+impl<'c> Work<'c> {
+    fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.changes.is_empty()
+    }
+
+    /// A key under the position; the work is not empty.
+    fn any_key(&self) -> &'c KeyPath {
+        match self.keys.first() {
+            Some(key) => key,
+            None => &self.changes[0].0,
+        }
+    }
+
+    /// The keys a leaf at the position may be: the proven ones, else the changed.
+    fn candidates(&self) -> impl Iterator<Item = &'c KeyPath> {
+        let (keys, changes) = match self.keys {
+            [] => (&[][..], self.changes),
+            keys => (keys, &[][..]),
+        };
+        keys.iter().chain(changes.iter().map(|c| &c.0))
+    }
+
+    /// The work left and right of bit `depth`.
+    fn split(self, depth: usize) -> [Work<'c>; 2] {
+        let k = self
+            .keys
+            .partition_point(|k| !crate::trie::bit_at(k, depth));
+        let c = self
+            .changes
+            .partition_point(|c| !crate::trie::bit_at(&c.0, depth));
+        [
+            Work {
+                keys: &self.keys[..k],
+                changes: &self.changes[..c],
+            },
+            Work {
+                keys: &self.keys[k..],
+                changes: &self.changes[c..],
+            },
+        ]
+    }
+}
+
+/// Walks pages top-down along the proven and changed keys, once: at each
+/// position it reads the state before the commit for the witness and
+/// changes a copy of the page for the update.
 pub(super) struct Worker<'a> {
     tree: Tree<'a>,
-    entries: HashMap<(usize, KeyPath), Vec<Entry>>,
-    /// Pages the witness pass looked up, each taken again by the update
-    /// pass: one lookup in the shared cache a page, not two.
-    seen_pages: HashMap<PageId, Arc<Page>>,
     /// Page changes: `None` deletes.
     pub(super) pages: super::PageChanges,
     pub(super) done: ChildResults,
@@ -153,77 +204,56 @@ impl<'a> Worker<'a> {
     pub(super) fn new(tree: Tree<'a>) -> Worker<'a> {
         Worker {
             tree,
-            entries: HashMap::new(),
-            seen_pages: HashMap::new(),
             pages: Vec::new(),
             done: ChildResults::default(),
         }
     }
 
-    /// Keeps page `id` for [`Worker::old`] to take instead of looking it up again.
-    pub(super) fn keep_page(&mut self, id: PageId, page: Arc<Page>) {
-        self.seen_pages.insert(id, page);
-    }
-
     /// The child page hanging from bottom position `pos` of `page` (page `id`),
-    /// and its contents before the commit. `key` lies under it.
+    /// and its contents before the commit. `work` lies under it.
     pub(super) fn old_child(
         &mut self,
         page: &Page,
         id: &PageId,
         pos: Pos,
-        key: &KeyPath,
+        work: Work<'_>,
     ) -> Result<(PageId, Old), Error> {
         let child = child_id(id, pos.index())?;
         let node = page.node(pos.cell());
-        let old = self.old(&child, &node, is_stored(page, pos.index()), key)?;
-        Ok((child, old))
-    }
-
-    /// The old contents of the subtree rooted at page `id`, whose root node is
-    /// `node`; `stored` says whether its page exists. `key` lies under it.
-    fn old(&mut self, id: &PageId, node: &Node, stored: bool, key: &KeyPath) -> Result<Old, Error> {
-        if !stored {
-            return Ok(Old::Entries(self.entries(key, id.root_depth(), node)?));
+        if !is_stored(page, pos.index()) {
+            let entries = self.entries(work, child.root_depth(), &node)?;
+            return Ok((child, Old::Entries(entries)));
         }
-        if NodeKind::of(node) != NodeKind::Internal {
+        if NodeKind::of(&node) != NodeKind::Internal {
             return Err(Error::corrupt("a page is stored under a leaf"));
         }
-        if let Some(page) = self.seen_pages.remove(id) {
-            return Ok(Old::Page(page));
-        }
-        match self.tree.page(id)? {
-            Some(page) => Ok(Old::Page(page)),
+        match self.tree.page(&child)? {
+            Some(page) => Ok((child, Old::Page(page))),
             None => Err(Error::corrupt("a page marked stored is missing")),
         }
     }
 
-    /// The entries under the position at `depth` on `key`'s path, whose node is
-    /// `node`: none for a terminator, `key` itself for its leaf when the hash
-    /// the caller saw matches, else one value-store prefix query.
-    pub(super) fn entries(
-        &mut self,
-        key: &KeyPath,
-        depth: usize,
-        node: &Node,
-    ) -> Result<Vec<Entry>, Error> {
+    /// The entries under the position at `depth` on `work`'s path, whose
+    /// node is `node`: none for a terminator, one of the keys itself for its
+    /// leaf when the hash the caller saw matches, else one value-store
+    /// prefix query.
+    fn entries(&mut self, work: Work<'_>, depth: usize, node: &Node) -> Result<Vec<Entry>, Error> {
         let kind = NodeKind::of(node);
         if kind == NodeKind::Terminator {
             return Ok(Vec::new());
         }
-        // A leaf that is `key` with the value the caller saw needs no bucket:
-        // the common case of a key read, then written.
+        // A leaf that is a key read with the value the caller saw needs no
+        // bucket: the common case of a key read, then written.
         if kind == NodeKind::Leaf {
-            if let Some(hash) = self.tree.seen(key) {
-                if hash_leaf(key, &hash) == *node {
-                    return Ok(vec![(*key, hash)]);
+            for key in work.candidates() {
+                if let Some(hash) = self.tree.seen(key) {
+                    if hash_leaf(key, &hash) == *node {
+                        return Ok(vec![(*key, hash)]);
+                    }
                 }
             }
         }
-        let at = crate::trie::prefix(key, depth);
-        if let Some(found) = self.entries.get(&(depth, at)) {
-            return Ok(found.clone());
-        }
+        let at = crate::trie::prefix(work.any_key(), depth);
         let found = self.tree.entries_with_prefix(&at, depth)?;
         let agrees = match kind {
             NodeKind::Leaf => found.len() == 1 && hash_leaf(&found[0].0, &found[0].1) == *node,
@@ -232,49 +262,62 @@ impl<'a> Worker<'a> {
         if !agrees {
             return Err(Error::corrupt("the value store disagrees with the trie"));
         }
-        self.entries.insert((depth, at), found.clone());
         Ok(found)
     }
 
-    /// The subtree rooted at page `id` after `changes` (sorted, non-empty, all
-    /// under it). Records the page changes.
-    pub(super) fn update(
+    /// Proves `work`'s keys into `out` (after every sibling left of them)
+    /// and applies its changes to the subtree rooted at page `id`; the
+    /// subtree after the changes, if there are any. Records the page changes.
+    pub(super) fn walk(
         &mut self,
         id: PageId,
         old: Old,
-        changes: &[Change],
-    ) -> Result<Subtree, Error> {
+        work: Work<'_>,
+        out: &mut MultiProof,
+    ) -> Result<Option<Subtree>, Error> {
         match old {
+            Old::Page(page) if work.changes.is_empty() => {
+                self.walk_at(&page, None, &id, Pos::ROOT, work, out)?;
+                Ok(None)
+            }
             Old::Page(page) => {
-                let mut page = Page::clone(&page);
-                let (node, delta) = self.update_at(&mut page, &id, Pos::ROOT, changes)?;
+                let mut new = Page::clone(&page);
+                let (node, delta) = self
+                    .walk_at(&page, Some(&mut new), &id, Pos::ROOT, work, out)?
+                    .ok_or(Error::Internal("a page update returned no node"))?;
                 // The count comes from disk: checked, never wrapped.
-                let leaves = i64::try_from(page.leaves())
+                let leaves = i64::try_from(new.leaves())
                     .ok()
                     .and_then(|n| n.checked_add(delta))
                     .and_then(|n| u64::try_from(n).ok())
                     .ok_or(Error::corrupt("page leaf count"))?;
                 let stored = leaves >= STORE_MIN_LEAVES;
                 if stored {
-                    page.set_leaves(leaves);
-                    self.pages.push((id, Some(Arc::new(page))));
+                    new.set_leaves(leaves);
+                    self.pages.push((id, Some(Arc::new(new))));
                 } else {
                     self.pages.push((id, None));
                 }
-                Ok(Subtree {
+                Ok(Some(Subtree {
                     node,
                     delta,
                     stored,
-                })
+                }))
             }
             Old::Entries(old) => {
-                let new = apply(&old, changes);
+                if !work.keys.is_empty() {
+                    prove_below(&old, work.keys, id.root_depth(), out);
+                }
+                if work.changes.is_empty() {
+                    return Ok(None);
+                }
+                let new = apply(&old, work.changes);
                 let (node, stored) = self.build(id, &new)?;
-                Ok(Subtree {
+                Ok(Some(Subtree {
                     node,
                     delta: new.len() as i64 - old.len() as i64,
                     stored,
-                })
+                }))
             }
         }
     }
@@ -294,66 +337,98 @@ impl<'a> Worker<'a> {
         Ok((node, true))
     }
 
-    /// Applies `changes` (non-empty) under `pos` of a stored page; returns the
-    /// position's new node and the leaves gained.
-    fn update_at(
+    /// [`Worker::walk`] under `pos` of stored page `id`, as `old` holds it
+    /// before the commit; `new`, its copy being changed, is there exactly
+    /// when `work` has changes, and then the position's new node and the
+    /// leaves gained come back.
+    fn walk_at(
         &mut self,
-        page: &mut Page,
+        old: &Page,
+        new: Option<&mut Page>,
         id: &PageId,
         pos: Pos,
-        changes: &[Change],
-    ) -> Result<(Node, i64), Error> {
+        work: Work<'_>,
+        out: &mut MultiProof,
+    ) -> Result<Option<(Node, i64)>, Error> {
         let depth = pos.depth(id);
         if pos.is_bottom() {
-            return self.update_child(page, id, pos, changes);
+            return self.walk_child(old, new, id, pos, work, out);
         }
         if !pos.is_root() {
-            let node = page.node(pos.cell());
+            let node = old.node(pos.cell());
             if NodeKind::of(&node) != NodeKind::Internal {
-                // At most one leaf here: rebuild the region from entries.
-                let old = self.entries(&changes[0].0, depth, &node)?;
-                let new = apply(&old, changes);
-                let node = self.build_at(page, id, pos, &new)?;
-                return Ok((node, new.len() as i64 - old.len() as i64));
+                // At most one leaf here: the region's entries, proven and rebuilt.
+                let before = self.entries(work, depth, &node)?;
+                if !work.keys.is_empty() {
+                    prove_below(&before, work.keys, depth, out);
+                }
+                let Some(new) = new else { return Ok(None) };
+                let after = apply(&before, work.changes);
+                let node = self.build_at(new, id, pos, &after)?;
+                return Ok(Some((node, after.len() as i64 - before.len() as i64)));
             }
         }
-        let split = changes.partition_point(|c| !crate::trie::bit_at(&c.0, depth));
+        let mut new = new;
         let mut nodes = [TERMINATOR; 2];
         let mut delta = 0;
-        for (side, part) in [&changes[..split], &changes[split..]]
-            .into_iter()
-            .enumerate()
-        {
+        for (side, part) in work.split(depth).into_iter().enumerate() {
             let child = pos.child(side);
+            nodes[side] = old.node(child.cell());
+            if !work.keys.is_empty() && part.keys.is_empty() {
+                out.siblings.push(nodes[side]);
+            }
             if part.is_empty() {
-                nodes[side] = page.node(child.cell());
-            } else {
-                let (node, d) = self.update_at(page, id, child, part)?;
+                continue;
+            }
+            let changing = new.as_deref_mut().filter(|_| !part.changes.is_empty());
+            if let Some((node, d)) = self.walk_at(old, changing, id, child, part, out)? {
                 nodes[side] = node;
                 delta += d;
             }
         }
-        Ok((join(page, pos, nodes), delta))
+        Ok(new.map(|new| (join(new, pos, nodes), delta)))
     }
 
-    /// Applies `changes` to the child page rooted at bottom position `pos`.
-    fn update_child(
+    /// [`Worker::walk_at`] at bottom position `pos`: the child page hanging
+    /// there, or the root page's child another worker did.
+    fn walk_child(
         &mut self,
-        page: &mut Page,
+        old: &Page,
+        new: Option<&mut Page>,
         id: &PageId,
         pos: Pos,
-        changes: &[Change],
-    ) -> Result<(Node, i64), Error> {
+        work: Work<'_>,
+        out: &mut MultiProof,
+    ) -> Result<Option<(Node, i64)>, Error> {
         let index = pos.index();
-        let updated = match self.done.updated.get(&index) {
-            Some(done) if *id == PageId::ROOT => *done,
-            _ => {
-                let (child, old) = self.old_child(page, id, pos, &changes[0].0)?;
-                self.update(child, old, changes)?
+        let done = match *id == PageId::ROOT {
+            true => {
+                let proof = self.done.proofs.remove(&index);
+                let updated = self.done.updated.get(&index).copied();
+                (proof.is_some() || updated.is_some()).then_some((proof, updated))
+            }
+            false => None,
+        };
+        let updated = match done {
+            Some((proof, updated)) => {
+                if let Some(proof) = proof {
+                    out.terminals.extend(proof.terminals);
+                    out.siblings.extend(proof.siblings);
+                }
+                updated
+            }
+            None => {
+                let (child, before) = self.old_child(old, id, pos, work)?;
+                self.walk(child, before, work, out)?
             }
         };
-        set_child(page, index, &updated.node, updated.stored);
-        Ok((updated.node, updated.delta))
+        Ok(match (updated, new) {
+            (Some(u), Some(new)) => {
+                set_child(new, index, &u.node, u.stored);
+                Some((u.node, u.delta))
+            }
+            _ => None,
+        })
     }
 
     /// Writes the subtree holding `entries` under `pos`, where nothing is stored
