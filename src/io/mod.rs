@@ -263,7 +263,8 @@ impl Io {
         }
     }
 
-    /// Runs `jobs` concurrently and waits for all of them; the blocks come back in
+    /// Runs `jobs` (a file, an offset and a transfer each) concurrently and
+    /// waits for all of them; the transfers, with their blocks, come back in
     /// the order given. Fails with the first error after every job has finished.
     pub(crate) fn run_all(
         &self,

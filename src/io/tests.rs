@@ -72,7 +72,7 @@ fn many_writes_then_reads_in_flight_round_trip() {
 }
 
 /// A block behind an `Arc`, as a page an overlay shows.
-struct Held(BlockBuf);
+pub(super) struct Held(pub(super) BlockBuf);
 
 // SAFETY: the block is owned and never changed through `&Held`.
 unsafe impl SharedBlock for Held {
@@ -97,7 +97,7 @@ fn a_shared_block_is_written_from_where_it_lies() {
         let mut written = written.into_iter().map(Transfer::into_block);
         match written.next() {
             Some(IoBuf::Shared(back)) => assert!(std::ptr::eq(back.block(), held.block())),
-            _ => panic!("a copy came back, uring={}", io.is_uring()),
+            _ => panic!("not the shared block back, uring={}", io.is_uring()),
         }
         drop(written);
         assert_eq!(Arc::strong_count(&held), 1, "the job let go of it");

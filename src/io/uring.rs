@@ -298,15 +298,7 @@ mod tests {
     use super::*;
     use crate::io::DataFile;
 
-    /// A block behind an `Arc`, as a page an overlay shows.
-    struct Held(crate::block::BlockBuf);
-
-    // SAFETY: the block is owned and never changed through `&Held`.
-    unsafe impl crate::block::SharedBlock for Held {
-        fn block(&self) -> &Block {
-            &self.0
-        }
-    }
+    use crate::io::tests::Held;
 
     /// A ring dropped with work in flight (a panic on its thread) fails each job,
     /// handing back a fresh block instead of one the kernel may still own;

@@ -192,6 +192,9 @@ fn run_job(
         keys: job.keys,
         changes: job.changes,
     };
+    if work.is_empty() {
+        return Ok((job.index, None, None));
+    }
     let (child, old) = worker.old_child(root, &PageId::ROOT, Pos::bottom(job.index), work)?;
     let mut proof = MultiProof::default();
     let updated = worker.walk(child, old, work, &mut proof)?;

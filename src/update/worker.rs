@@ -140,7 +140,6 @@ pub(super) struct ChildResults {
 
 /// What a walk does under a position: proves `keys` (sorted, distinct)
 /// against the state before the commit and applies `changes` (sorted).
-/// Where the witness is wanted, every changed key is among the keys.
 #[derive(Clone, Copy)]
 pub(super) struct Work<'c> {
     pub(super) keys: &'c [KeyPath],
@@ -148,7 +147,7 @@ pub(super) struct Work<'c> {
 }
 
 impl<'c> Work<'c> {
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.keys.is_empty() && self.changes.is_empty()
     }
 
@@ -160,7 +159,9 @@ impl<'c> Work<'c> {
         }
     }
 
-    /// The keys a leaf at the position may be: the proven ones, else the changed.
+    /// The keys whose seen value hashes are tried against a leaf at the
+    /// position: the proven ones (with the witness, the changed ones among
+    /// them), else the changed.
     fn candidates(&self) -> impl Iterator<Item = &'c KeyPath> {
         let (keys, changes) = match self.keys {
             [] => (&[][..], self.changes),
@@ -411,9 +412,18 @@ impl<'a> Worker<'a> {
         };
         let updated = match done {
             Some((proof, updated)) => {
-                if let Some(proof) = proof {
-                    out.terminals.extend(proof.terminals);
-                    out.siblings.extend(proof.siblings);
+                match proof {
+                    Some(proof) => {
+                        out.terminals.extend(proof.terminals);
+                        out.siblings.extend(proof.siblings);
+                    }
+                    None if !work.keys.is_empty() => {
+                        return Err(Error::Internal("a root child's proof is missing"));
+                    }
+                    None => {}
+                }
+                if updated.is_none() && !work.changes.is_empty() {
+                    return Err(Error::Internal("a root child's update is missing"));
                 }
                 updated
             }
