@@ -25,7 +25,7 @@ use crate::Error;
 
 pub(crate) use unwritten::Unwritten;
 pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
-use worker::{Old, Pos, Subtree, Work, Worker};
+use worker::{ChildDone, Old, Pos, Work, Worker};
 
 /// Page changes: `Some` stores a page, `None` deletes it.
 pub(crate) use crate::page_store::PageChanges;
@@ -83,9 +83,9 @@ pub(crate) fn update_trie(
     // Room at once for the children's proofs and what the root page adds (at
     // most one entry a cell), not a doubling buffer's copies of a witness of
     // tens of MB, whose freed halves glibc keeps.
-    if !main.done.proofs.is_empty() {
-        let (terminals, siblings) = main.done.proofs.values().fold((0, 0), |(t, s), p| {
-            (t + p.terminals.len(), s + p.siblings.len())
+    if !main.done.is_empty() {
+        let (terminals, siblings) = main.done.values().fold((0, 0), |(t, s), d| {
+            (t + d.proof.terminals.len(), s + d.proof.siblings.len())
         });
         proof.terminals.reserve_exact(terminals + NODES_PER_PAGE);
         proof.siblings.reserve_exact(siblings + NODES_PER_PAGE);
@@ -108,8 +108,7 @@ pub(crate) fn update_trie(
 /// One child of the root page and what falls under it.
 struct RootChild<'c> {
     index: u8,
-    changes: &'c [Change],
-    keys: &'c [KeyPath],
+    work: Work<'c>,
 }
 
 /// Proves and updates the root page's children on `workers` threads, leaving
@@ -131,13 +130,15 @@ fn run_children(
         })
         .map(|index| RootChild {
             index,
-            changes: under(changes, index, |c| &c.0),
-            keys: under(keys, index, |k| k),
+            work: Work {
+                keys: under(keys, index, |k| k),
+                changes: under(changes, index, |c| &c.0),
+            },
         })
-        .filter(|job| !job.changes.is_empty() || !job.keys.is_empty())
+        .filter(|job| !job.work.is_empty())
         .collect();
     let next = AtomicUsize::new(0);
-    type Output<'p> = (Vec<(u8, Option<Subtree>, Option<MultiProof>)>, PageChanges);
+    type Output = (Vec<(u8, ChildDone)>, PageChanges);
     let outputs: Vec<Result<Output, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers.min(jobs.len()))
             .map(|_| {
@@ -170,14 +171,7 @@ fn run_children(
     });
     for output in outputs {
         let (done, pages) = output?;
-        for (index, updated, proof) in done {
-            if let Some(u) = updated {
-                main.done.updated.insert(index, u);
-            }
-            if let Some(p) = proof {
-                main.done.proofs.insert(index, p);
-            }
-        }
+        main.done.extend(done);
         main.pages.extend(pages);
     }
     Ok(())
@@ -187,19 +181,11 @@ fn run_job(
     worker: &mut Worker<'_>,
     root: &Page,
     job: &RootChild<'_>,
-) -> Result<(u8, Option<Subtree>, Option<MultiProof>), Error> {
-    let work = Work {
-        keys: job.keys,
-        changes: job.changes,
-    };
-    if work.is_empty() {
-        return Ok((job.index, None, None));
-    }
-    let (child, old) = worker.old_child(root, &PageId::ROOT, Pos::bottom(job.index), work)?;
+) -> Result<(u8, ChildDone), Error> {
+    let (child, old) = worker.old_child(root, &PageId::ROOT, Pos::bottom(job.index), job.work)?;
     let mut proof = MultiProof::default();
-    let updated = worker.walk(child, old, work, &mut proof)?;
-    let proof = (!job.keys.is_empty()).then_some(proof);
-    Ok((job.index, updated, proof))
+    let updated = worker.walk(child, old, job.work, &mut proof)?;
+    Ok((job.index, ChildDone { updated, proof }))
 }
 
 /// The part of `sorted` whose keys start with the six bits `index`.

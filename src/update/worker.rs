@@ -131,11 +131,11 @@ impl Pos {
     }
 }
 
-/// Results for the root page's children, computed by other workers.
-#[derive(Default)]
-pub(super) struct ChildResults {
-    pub(super) updated: HashMap<u8, Subtree>,
-    pub(super) proofs: HashMap<u8, MultiProof>,
+/// A root page's child another worker walked: the subtree after its
+/// changes, if it had any, and the proof of its keys (empty if none).
+pub(super) struct ChildDone {
+    pub(super) updated: Option<Subtree>,
+    pub(super) proof: MultiProof,
 }
 
 /// What a walk does under a position: proves `keys` (sorted, distinct)
@@ -163,11 +163,26 @@ impl<'c> Work<'c> {
     /// position: the proven ones (with the witness, the changed ones among
     /// them), else the changed.
     fn candidates(&self) -> impl Iterator<Item = &'c KeyPath> {
-        let (keys, changes) = match self.keys {
-            [] => (&[][..], self.changes),
-            keys => (keys, &[][..]),
+        let changed = if self.keys.is_empty() {
+            self.changes
+        } else {
+            &[]
         };
-        keys.iter().chain(changes.iter().map(|c| &c.0))
+        self.keys.iter().chain(changed.iter().map(|c| &c.0))
+    }
+
+    /// Proves the keys over `before`, the entries under the position at
+    /// `depth`, into `out`; the entries after the changes, if there are any.
+    fn prove_and_apply(
+        self,
+        before: &[Entry],
+        depth: usize,
+        out: &mut MultiProof,
+    ) -> Option<Vec<Entry>> {
+        if !self.keys.is_empty() {
+            prove_below(before, self.keys, depth, out);
+        }
+        (!self.changes.is_empty()).then(|| apply(before, self.changes))
     }
 
     /// The work left and right of bit `depth`.
@@ -198,7 +213,8 @@ pub(super) struct Worker<'a> {
     tree: Tree<'a>,
     /// Page changes: `None` deletes.
     pub(super) pages: super::PageChanges,
-    pub(super) done: ChildResults,
+    /// The root page's children other workers walked, by index.
+    pub(super) done: HashMap<u8, ChildDone>,
 }
 
 impl<'a> Worker<'a> {
@@ -206,7 +222,7 @@ impl<'a> Worker<'a> {
         Worker {
             tree,
             pages: Vec::new(),
-            done: ChildResults::default(),
+            done: HashMap::new(),
         }
     }
 
@@ -306,13 +322,9 @@ impl<'a> Worker<'a> {
                 }))
             }
             Old::Entries(old) => {
-                if !work.keys.is_empty() {
-                    prove_below(&old, work.keys, id.root_depth(), out);
-                }
-                if work.changes.is_empty() {
+                let Some(new) = work.prove_and_apply(&old, id.root_depth(), out) else {
                     return Ok(None);
-                }
-                let new = apply(&old, work.changes);
+                };
                 let (node, stored) = self.build(id, &new)?;
                 Ok(Some(Subtree {
                     node,
@@ -360,11 +372,10 @@ impl<'a> Worker<'a> {
             if NodeKind::of(&node) != NodeKind::Internal {
                 // At most one leaf here: the region's entries, proven and rebuilt.
                 let before = self.entries(work, depth, &node)?;
-                if !work.keys.is_empty() {
-                    prove_below(&before, work.keys, depth, out);
-                }
-                let Some(new) = new else { return Ok(None) };
-                let after = apply(&before, work.changes);
+                let (Some(new), Some(after)) = (new, work.prove_and_apply(&before, depth, out))
+                else {
+                    return Ok(None);
+                };
                 let node = self.build_at(new, id, pos, &after)?;
                 return Ok(Some((node, after.len() as i64 - before.len() as i64)));
             }
@@ -403,28 +414,16 @@ impl<'a> Worker<'a> {
     ) -> Result<Option<(Node, i64)>, Error> {
         let index = pos.index();
         let done = match *id == PageId::ROOT {
-            true => {
-                let proof = self.done.proofs.remove(&index);
-                let updated = self.done.updated.get(&index).copied();
-                (proof.is_some() || updated.is_some()).then_some((proof, updated))
-            }
+            true => self.done.remove(&index),
             false => None,
         };
         let updated = match done {
-            Some((proof, updated)) => {
-                match proof {
-                    Some(proof) => {
-                        out.terminals.extend(proof.terminals);
-                        out.siblings.extend(proof.siblings);
-                    }
-                    None if !work.keys.is_empty() => {
-                        return Err(Error::Internal("a root child's proof is missing"));
-                    }
-                    None => {}
-                }
-                if updated.is_none() && !work.changes.is_empty() {
+            Some(ChildDone { updated, proof }) => {
+                if updated.is_none() != work.changes.is_empty() {
                     return Err(Error::Internal("a root child's update is missing"));
                 }
+                out.terminals.extend(proof.terminals);
+                out.siblings.extend(proof.siblings);
                 updated
             }
             None => {
