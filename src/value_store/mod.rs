@@ -280,6 +280,24 @@ impl ValueStore {
         }
     }
 
+    /// Reads into the cache, all at once, the buckets that `keys` (sorted)
+    /// fall in and that it lacks.
+    pub(crate) fn load_buckets<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a KeyPath> + Clone,
+    ) -> Result<(), Error> {
+        let slots_of = |dir: &Directory| {
+            let mut slots: Vec<u32> = keys
+                .clone()
+                .filter_map(|k| dir.bucket_of(k).map(|(_, meta)| meta.slot))
+                .collect();
+            slots.dedup();
+            slots.retain(|s| !self.cache.contains(s));
+            slots
+        };
+        self.with_committed(true, slots_of, |_| Ok(()))
+    }
+
     fn entry(&self, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
         let mut found = None;
         let slot_of = |dir: &Directory| match dir.bucket_of(key) {

@@ -116,6 +116,30 @@ fn a_prefetch_reads_every_bucket_under_the_keys_subtree() {
     }
 }
 
+#[test]
+fn a_commits_buckets_load_at_once_and_then_answer_from_ram() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, mins) = bucketed(dir.path());
+    let (store, values) = open(dir.path());
+    // Two keys of each of five buckets, and a key no bucket holds yet.
+    let mut keys: Vec<KeyPath> = mins[1..6]
+        .iter()
+        .flat_map(|min| model.range(*min..).take(2).map(|(k, _)| *k))
+        .collect();
+    keys.push(key(1_000_000));
+    keys.sort_unstable();
+    let at = reads(&store);
+    values.load_buckets(keys.iter()).unwrap();
+    let loaded = reads(&store) - at;
+    assert!((5..=6).contains(&loaded), "{loaded} reads");
+    let at = reads(&store);
+    values.load_buckets(keys.iter()).unwrap();
+    for k in &keys {
+        assert_eq!(values.get(k).unwrap(), model.get(k).cloned());
+    }
+    assert_eq!(reads(&store) - at, 0, "all from RAM");
+}
+
 /// A prefix whose range begins in one bucket, past every key it holds, and
 /// goes on in the next: the query reads only the buckets from the next on.
 #[test]
