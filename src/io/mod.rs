@@ -117,13 +117,51 @@ impl Transfer {
             Transfer::Write(_) => None,
         }
     }
+}
 
-    /// The block, read or written.
-    pub(crate) fn into_block(self) -> IoBuf {
-        match self {
-            Transfer::Read(b) => IoBuf::Owned(b),
-            Transfer::Write(b) => b,
+/// What a batch of jobs moves, so that its [`Pending`] gives back blocks of
+/// the direction it started: a batch of writes cannot return a read.
+pub(crate) trait Moves: Sized {
+    /// The job's transfer.
+    fn into_transfer(self) -> Transfer;
+    /// `None` for a transfer of the other direction (never the one started).
+    fn from_transfer(transfer: Transfer) -> Option<Self>;
+}
+
+/// A read into this block.
+impl Moves for BlockBuf {
+    fn into_transfer(self) -> Transfer {
+        Transfer::Read(self)
+    }
+
+    fn from_transfer(transfer: Transfer) -> Option<BlockBuf> {
+        transfer.into_read()
+    }
+}
+
+/// A write of this block.
+impl Moves for IoBuf {
+    fn into_transfer(self) -> Transfer {
+        Transfer::Write(self)
+    }
+
+    fn from_transfer(transfer: Transfer) -> Option<IoBuf> {
+        match transfer {
+            Transfer::Write(b) => Some(b),
+            Transfer::Read(_) => None,
         }
+    }
+}
+
+/// Reads and writes mixed, for the engine's tests.
+#[cfg(test)]
+impl Moves for Transfer {
+    fn into_transfer(self) -> Transfer {
+        self
+    }
+
+    fn from_transfer(transfer: Transfer) -> Option<Transfer> {
+        Some(transfer)
     }
 }
 
@@ -263,13 +301,13 @@ impl Io {
         }
     }
 
-    /// Runs `jobs` (a file, an offset and a transfer each) concurrently and
-    /// waits for all of them; the transfers, with their blocks, come back in
+    /// Runs `jobs` (a file, an offset and a block to read into or write
+    /// each) concurrently and waits for all of them; the blocks come back in
     /// the order given. Fails with the first error after every job has finished.
-    pub(crate) fn run_all(
+    pub(crate) fn run_all<T: Moves>(
         &self,
-        jobs: impl IntoIterator<Item = (Arc<DataFile>, u64, Transfer)>,
-    ) -> Result<Vec<Transfer>, Error> {
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, u64, T)>,
+    ) -> Result<Vec<T>, Error> {
         self.start_all(jobs).wait()
     }
 
@@ -289,7 +327,7 @@ impl Io {
             self.start_all(
                 chunk
                     .iter()
-                    .map(|(file, offset)| (file.clone(), *offset, Transfer::read())),
+                    .map(|(file, offset)| (file.clone(), *offset, Block::for_read())),
             )
         };
         // Two half windows: the next is in flight while the first is awaited.
@@ -298,25 +336,21 @@ impl Io {
         let mut blocks = Vec::with_capacity(places.len());
         while let Some(pending) = ahead.take() {
             ahead = chunks.next().map(start);
-            for done in pending.wait()? {
-                blocks.push(
-                    done.into_read()
-                        .ok_or(Error::Internal("a read came back as a write"))?,
-                );
-            }
+            blocks.extend(pending.wait()?);
         }
         Ok(blocks)
     }
 
     /// Starts `jobs` concurrently; [`Pending::wait`] collects them.
-    pub(crate) fn start_all(
+    pub(crate) fn start_all<T: Moves>(
         &self,
-        jobs: impl IntoIterator<Item = (Arc<DataFile>, u64, Transfer)>,
-    ) -> Pending {
+        jobs: impl IntoIterator<Item = (Arc<DataFile>, u64, T)>,
+    ) -> Pending<T> {
         let (tx, rx) = crossbeam_channel::unbounded();
         // Each job's file and direction, to say where a failure was.
         let mut what = Vec::new();
-        for (file, offset, transfer) in jobs {
+        for (file, offset, moved) in jobs {
+            let transfer = moved.into_transfer();
             what.push((file.clone(), transfer.op()));
             self.submit(Job {
                 file,
@@ -330,6 +364,7 @@ impl Io {
             rx,
             what,
             answered: 0,
+            moves: std::marker::PhantomData,
         }
     }
 
@@ -359,17 +394,21 @@ impl Io {
     }
 }
 
-/// Jobs started by [`Io::start_all`] and not yet collected.
-pub(crate) struct Pending {
+/// Writes started and not yet collected.
+pub(crate) type Writes = Pending<IoBuf>;
+
+/// Jobs started by [`Io::start_all`] and not yet collected, each moving a `T`.
+pub(crate) struct Pending<T> {
     rx: Receiver<Done>,
     what: Vec<(Arc<DataFile>, Op)>,
     answered: usize,
+    moves: std::marker::PhantomData<T>,
 }
 
-impl Pending {
-    /// Waits for every job; the transfers come back in the order the jobs
+impl<T: Moves> Pending<T> {
+    /// Waits for every job; the blocks come back in the order the jobs
     /// were given. Fails with the first error after every job has finished.
-    pub(crate) fn wait(mut self) -> Result<Vec<Transfer>, Error> {
+    pub(crate) fn wait(mut self) -> Result<Vec<T>, Error> {
         let count = self.what.len();
         let mut slots: Vec<Option<Transfer>> = (0..count).map(|_| None).collect();
         let mut first_error = None;
@@ -389,12 +428,15 @@ impl Pending {
         }
         slots
             .into_iter()
-            .map(|b| b.ok_or(Error::Internal("an I/O job never answered")))
+            .map(|t| {
+                let t = t.ok_or(Error::Internal("an I/O job never answered"))?;
+                T::from_transfer(t).ok_or(Error::Internal("an I/O job came back turned around"))
+            })
             .collect()
     }
 }
 
-impl Drop for Pending {
+impl<T> Drop for Pending<T> {
     /// Jobs not collected are waited for all the same: a write still in
     /// flight could otherwise land after a later write to the same block.
     fn drop(&mut self) {

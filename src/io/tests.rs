@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{DataFile, Io, IoBackend, Transfer};
+use super::{DataFile, Io, IoBackend, Moves, Transfer};
 use crate::block::{Block, BlockBuf, IoBuf, SharedBlock, BLOCK_SIZE};
 
 fn engines() -> Vec<Io> {
@@ -89,12 +89,12 @@ fn a_shared_block_is_written_from_where_it_lies() {
         let held = Arc::new(Held(block_of(5)));
         let written = io
             .run_all([
-                (file.clone(), 0, write(IoBuf::Shared(held.clone()))),
-                (file.clone(), BLOCK_SIZE as u64, write(block_of(6))),
+                (file.clone(), 0, IoBuf::Shared(held.clone())),
+                (file.clone(), BLOCK_SIZE as u64, IoBuf::from(block_of(6))),
             ])
             .unwrap();
         // The write hands the shared block back, not a copy of it.
-        let mut written = written.into_iter().map(Transfer::into_block);
+        let mut written = written.into_iter();
         match written.next() {
             Some(IoBuf::Shared(back)) => assert!(std::ptr::eq(back.block(), held.block())),
             _ => panic!("not the shared block back, uring={}", io.is_uring()),
@@ -340,4 +340,20 @@ fn a_lone_ring_reads_and_reports_what_the_kernel_says() {
         BLOCK_SIZE
     );
     assert!(again.0 == block_of(3).0);
+}
+
+#[test]
+fn a_batch_gives_back_blocks_of_the_direction_it_started() {
+    assert!(<IoBuf as Moves>::from_transfer(Transfer::read()).is_none());
+    assert!(<BlockBuf as Moves>::from_transfer(write(block_of(1))).is_none());
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(DataFile::open(&dir.path().join("data")).unwrap());
+        let written = io
+            .run_all([(file.clone(), 0, IoBuf::from(block_of(2)))])
+            .unwrap();
+        assert!(written[0].block().0 == block_of(2).0);
+        let read = io.read_all([(file.clone(), 0)]).unwrap();
+        assert!(read[0].0 == block_of(2).0, "uring={}", io.is_uring());
+    }
 }

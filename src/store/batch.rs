@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Notes;
 use crate::block::{BlockBuf, IoBuf};
-use crate::io::{Pending, Transfer};
+use crate::io::Writes;
 use crate::trie::Node;
 use crate::Error;
 
@@ -115,7 +115,7 @@ pub(crate) struct Batch {
 pub(crate) struct Prewritten {
     pub(super) places: Vec<(Target, u64)>,
     /// One per [`super::Store::write_early`], in order.
-    pub(super) pending: Vec<Pending>,
+    pub(super) pending: Vec<Writes>,
     /// Prewrites alive in the store: a commit may not run beside one it does
     /// not include, whose writes could land on blocks the commit uses.
     pub(super) alive: Arc<AtomicUsize>,
@@ -128,7 +128,7 @@ impl Prewritten {
         let mut first_error = None;
         for pending in std::mem::take(&mut self.pending) {
             match pending.wait() {
-                Ok(done) => blocks.extend(done.into_iter().map(Transfer::into_block)),
+                Ok(done) => blocks.extend(done),
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }

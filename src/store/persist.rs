@@ -10,8 +10,8 @@ use std::sync::Arc;
 use super::batch::{BlockWrite, Prewritten, Written};
 use super::slot_map::{self, SlotMap};
 use super::{catalog, Batch, Durable, Meta, Store, Target, TARGETS};
-use crate::block::{BlockBuf, BLOCK_SIZE};
-use crate::io::{may_still_land, DataFile, Io, Pending, Transfer};
+use crate::block::{BlockBuf, IoBuf, BLOCK_SIZE};
+use crate::io::{may_still_land, DataFile, Io, Writes};
 use crate::trie::Node;
 use crate::Error;
 
@@ -59,7 +59,7 @@ impl Store {
     fn start_writes(
         &self,
         mut writes: Vec<BlockWrite>,
-    ) -> Result<(Vec<(Target, u64)>, Pending), Error> {
+    ) -> Result<(Vec<(Target, u64)>, Writes), Error> {
         writes.sort_unstable_by_key(|w| (w.target as u8, w.index));
         let offsets = writes
             .iter()
@@ -67,15 +67,12 @@ impl Store {
             .collect::<Option<Vec<u64>>>()
             .ok_or(Error::Internal("a block index past any file"))?;
         let places = writes.iter().map(|w| (w.target, w.index)).collect();
-        let pending = self
-            .io
-            .start_all(writes.into_iter().zip(offsets).map(|(w, offset)| {
-                (
-                    self.targets[w.target as usize].clone(),
-                    offset,
-                    Transfer::Write(w.block),
-                )
-            }));
+        let pending = self.io.start_all(
+            writes
+                .into_iter()
+                .zip(offsets)
+                .map(|(w, offset)| (self.targets[w.target as usize].clone(), offset, w.block)),
+        );
         Ok((places, pending))
     }
 
@@ -174,14 +171,14 @@ impl Store {
         // started early), and the catalog and history records, past their
         // logs' ends; synced before the map names them. A failure here leaves
         // the durable state as it was.
-        let logged: Vec<(Arc<DataFile>, Pending)> = records
+        let logged: Vec<(Arc<DataFile>, Writes)> = records
             .into_iter()
             .map(|(file, first, blocks)| {
                 let pending = self
                     .io
                     .start_all(blocks.into_iter().enumerate().map(|(i, b)| {
                         let offset = (first + i as u64) * BLOCK_SIZE as u64;
-                        (file.clone(), offset, Transfer::Write(b.into()))
+                        (file.clone(), offset, IoBuf::from(b))
                     }));
                 (file, pending)
             })
@@ -192,7 +189,7 @@ impl Store {
             places.splice(0..0, std::mem::take(&mut early.places));
             blocks = early.wait()?;
         }
-        blocks.extend(late.wait()?.into_iter().map(Transfer::into_block));
+        blocks.extend(late.wait()?);
         let files_written: Vec<Target> = Target::ALL
             .into_iter()
             .filter(|t| places.iter().any(|p| p.0 == *t))
@@ -322,7 +319,7 @@ pub(super) fn write_blocks(
         (
             file.clone(),
             (first + i as u64) * BLOCK_SIZE as u64,
-            Transfer::Write(b.into()),
+            IoBuf::from(b),
         )
     }))
     .map(drop)
