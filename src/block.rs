@@ -108,7 +108,8 @@ pub(crate) unsafe trait SharedBlock: Send + Sync {
 }
 
 /// The buffer of a block's write: owned, or shared (the job holds it until
-/// the write is done). A read's is always owned ([`crate::io::Transfer`]).
+/// the write is done). Reads fill a [`BlockBuf`] of their own, never an
+/// `IoBuf` ([`crate::io::Transfer`]).
 pub(crate) enum IoBuf {
     /// A block of the job's own.
     Owned(BlockBuf),

@@ -60,6 +60,11 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
         }
     }
 
+    /// Entries it holds at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.inner.lock().capacity
+    }
+
     pub(crate) fn get(&self, key: &K) -> Option<V> {
         let mut clock = self.inner.lock();
         let i = *clock.where_is.get(key)?;

@@ -206,11 +206,12 @@ impl Shared {
     ) -> Result<(Prepared, Building), Error> {
         let seqno = head.seqno + 1;
         let input = UpdateInput::new(&writes, reads, prove)?;
-        // Read at once before any write is queued: the plan and the
-        // workers' queries of elided subtrees then find them in RAM. Left to
-        // the workers, at 2^24 they were some 800 lone reads a commit, each
-        // queued behind the commit's writes, with the CPUs idle meanwhile.
-        self.values.load_buckets(writes.iter().map(|(k, _)| k))?;
+        // The buckets the changes fall in, read at once before any write is
+        // queued: the plan and the workers' queries of the keys' elided
+        // subtrees find them in RAM. Left to the workers, at 2^24 they were
+        // some 800 lone reads a commit, each queued behind the commit's
+        // writes, with the CPUs idle meanwhile.
+        self.values.load_buckets(writes.iter().map(|(k, _)| k));
         let staging = Mutex::new(self.begin_staging(seqno));
         let (trie, values) = std::thread::scope(|s| {
             let planner = std::thread::Builder::new()

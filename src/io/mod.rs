@@ -232,7 +232,8 @@ impl Drop for Busy<'_> {
 const RING_DEPTH: u32 = 1024;
 /// Reads one [`Io::read_all`] keeps in flight at most. At 2^24 the value
 /// plan's batch of bucket reads at the start of a commit, all at once, held
-/// the commit's workers 15 ms a read with the CPUs idle. In windows of 512
+/// the commit's workers 15 ms a read with the CPUs idle (the commit now
+/// loads those buckets before its workers start). In windows of 512
 /// the commit's median over 8 alternated pairs went from 977 to 937 ms
 /// (shorter in 6 pairs); in windows of 128 the plan's reads took twice as
 /// long and the commit longer.

@@ -82,13 +82,14 @@ impl ValueStore {
             .iter()
             .map(|(k, _)| state.dir.bucket_of(k))
             .collect();
-        // Every bucket with changes, read at once.
+        // Every bucket with changes, at once: mostly from RAM, where the
+        // commit loaded them before planning (`load_buckets`).
         let mut touched: Vec<u32> = homes.iter().flatten().map(|(_, meta)| meta.slot).collect();
         touched.dedup();
         let blocks = self.read_buckets(&touched)?;
         let mut read = std::collections::HashMap::with_capacity(touched.len());
         for (slot, (block, from_disk)) in touched.into_iter().zip(blocks) {
-            // The trie update that follows rebuilds elided subtrees from these
+            // The trie update beside the plan rebuilds elided subtrees from these
             // same buckets. They are the published ones: no publish runs
             // beside a plan (one writer).
             let block = block?;

@@ -121,23 +121,47 @@ fn a_commits_buckets_load_at_once_and_then_answer_from_ram() {
     let dir = tempfile::tempdir().unwrap();
     let (model, mins) = bucketed(dir.path());
     let (store, values) = open(dir.path());
-    // Two keys of each of five buckets, and a key no bucket holds yet.
+    // Two keys of each of five buckets, and a key no bucket holds yet that
+    // falls in a sixth.
     let mut keys: Vec<KeyPath> = mins[1..6]
         .iter()
         .flat_map(|min| model.range(*min..).take(2).map(|(k, _)| *k))
         .collect();
-    keys.push(key(1_000_000));
+    let mut absent = mins[7];
+    absent[31] ^= 1;
+    assert!(!model.contains_key(&absent) && absent < mins[8]);
+    keys.push(absent);
     keys.sort_unstable();
+    let slots: Vec<u32> = {
+        let state = values.state.read();
+        let mut slots: Vec<u32> = keys
+            .iter()
+            .map(|k| state.dir.bucket_of(k).unwrap().1.slot)
+            .collect();
+        slots.dedup();
+        slots
+    };
+    assert_eq!(slots.len(), 6);
     let at = reads(&store);
-    values.load_buckets(keys.iter()).unwrap();
-    let loaded = reads(&store) - at;
-    assert!((5..=6).contains(&loaded), "{loaded} reads");
+    values.load_buckets(keys.iter());
+    assert_eq!(reads(&store) - at, 6, "each bucket once");
+    assert!(slots.iter().all(|s| values.cache.contains(s)));
     let at = reads(&store);
-    values.load_buckets(keys.iter()).unwrap();
+    values.load_buckets(keys.iter());
     for k in &keys {
         assert_eq!(values.get(k).unwrap(), model.get(k).cloned());
     }
     assert_eq!(reads(&store) - at, 0, "all from RAM");
+}
+
+#[test]
+fn a_load_takes_at_most_half_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, _) = bucketed(dir.path());
+    let (store, values) = open(dir.path());
+    let at = reads(&store);
+    values.load_buckets(model.keys());
+    assert_eq!(reads(&store) - at, 8, "half of the cache's 16 buckets");
 }
 
 /// A prefix whose range begins in one bucket, past every key it holds, and

@@ -145,7 +145,8 @@ impl Shared {
         }
         let target = chain.roots(&head.root)[commits];
         let writes = chain.writes_back(commits, |_| true);
-        self.load_for(&writes, true);
+        // The keys' own buckets the commit loads itself.
+        self.load_for(&writes, false);
         let workers = self.unloaded_workers();
         let (mut prepared, building) =
             self.prepare_and_plan(head, writes, Reads::default(), false, workers)?;
