@@ -281,40 +281,24 @@ impl ValueStore {
     }
 
     /// Reads into the cache, all at once, the buckets that `keys` (sorted)
-    /// fall in and that it lacks: a prefetch the caller waits for. At most
-    /// half the cache's worth, so that none pushes another out before it is
-    /// used. A read that fails is left for the reader needing the bucket to
-    /// report.
-    pub(crate) fn load_buckets<'a>(&self, keys: impl Iterator<Item = &'a KeyPath>) {
+    /// fall in and that it lacks: at most half the cache's worth, so that
+    /// none pushes another out before it is used. A read that fails is left
+    /// for the reader needing the bucket to report. Through the engine's
+    /// batch, whose wait ends even if the engine drops a job unanswered (a
+    /// ring that died): a wait on the fetcher's arrivals would not.
+    pub(crate) fn load_buckets<'a>(&self, keys: impl Iterator<Item = &'a KeyPath> + Clone) {
         let room = self.cache.capacity() / 2;
-        let mut fetches = Fetches::<BucketRead>::new();
-        {
-            let state = self.state.read();
-            let generation = state.published.generation();
-            let mut last = None;
-            for key in keys {
-                let Some((_, meta)) = state.dir.bucket_of(key) else {
-                    continue;
-                };
-                let slot = meta.slot;
-                if last.replace(slot) == Some(slot) || self.cache.contains(&slot) {
-                    continue;
-                }
-                if fetches.len() == room {
-                    break;
-                }
-                let read = BucketRead { slot, generation };
-                fetches.start(&self.store, Target::Buckets, slot, read);
-            }
-        }
-        while fetches.len() > 0 {
-            let Ok(done) = fetches.arrivals().recv() else {
-                break;
-            };
-            if let Some((read, Some(block))) = fetches.finish(done) {
-                self.offer(read, block);
-            }
-        }
+        let slots_of = |dir: &Directory| {
+            let mut slots: Vec<u32> = keys
+                .clone()
+                .filter_map(|k| dir.bucket_of(k).map(|(_, meta)| meta.slot))
+                .collect();
+            slots.dedup();
+            slots.retain(|s| !self.cache.contains(s));
+            slots.truncate(room);
+            slots
+        };
+        let _ = self.with_committed(true, slots_of, |_| Ok(()));
     }
 
     fn entry(&self, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
