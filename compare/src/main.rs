@@ -22,6 +22,8 @@
 #[path = "../../examples/transfer/harness.rs"]
 mod harness;
 mod nomt_engine;
+#[path = "../../examples/transfer/probe.rs"]
+mod probe;
 #[path = "../../examples/transfer/versions.rs"]
 mod versions;
 #[path = "../../examples/transfer/workload.rs"]
@@ -163,7 +165,8 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
     harness::announce(args, import, dir);
     let initial_root = nomt_engine::root(&db);
     let mut pipeline = nomt_engine::Pipeline::default();
-    let mut stats = harness::workloads(args, |config| match args.pipeline {
+    let db_dir = nomt_engine::paths(dir).0;
+    let (mut stats, disk_read) = harness::workloads(args, &db_dir, |config| match args.pipeline {
         true => pipeline.run(&db, &mut accounts, config),
         false => nomt_engine::run_workload(&db, &mut accounts, config),
     })?;
@@ -178,8 +181,9 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
         import,
         import_peak_rss,
         open,
-        db_bytes: workload::dir_bytes(&nomt_engine::paths(dir).0),
+        db_bytes: workload::dir_bytes(&db_dir),
         peak_rss: workload::peak_rss_bytes(),
+        disk_read,
         versions: None,
         direct_io: None,
         opened_from_catalog: None,

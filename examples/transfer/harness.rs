@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use pagetrie::{Db, ImportProgress, Options};
 use serde_json::{json, Value};
 
+use crate::probe;
 use crate::versions;
 use crate::workload::{self, Config, Opened, WorkloadStats};
 
@@ -109,6 +110,9 @@ pub struct Run {
     pub db_bytes: u64,
     /// Peak RSS over the workloads.
     pub peak_rss: u64,
+    /// The disk's read latency on the database's files just before and
+    /// just after the workloads ([`probe`]).
+    pub disk_read: [Option<Duration>; 2],
     /// pagetrie only.
     pub direct_io: Option<bool>,
     /// pagetrie only: whether open read the catalog instead of every block.
@@ -189,7 +193,7 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
     let mut pipeline = workload::Pipeline::default();
     let held = args.hold_snapshot.then(|| db.begin_session());
     let mut most_kept = 0;
-    let mut stats = workloads(args, |config| {
+    let (mut stats, disk_read) = workloads(args, &dir.join("db"), |config| {
         let stats = match args.pipeline {
             true => pipeline.run(&db, &mut accounts, config)?,
             false => workload::run_workload(&db, &mut accounts, config)?,
@@ -228,6 +232,7 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
         open,
         db_bytes,
         peak_rss,
+        disk_read,
         direct_io,
         opened_from_catalog,
         versions,
@@ -253,11 +258,14 @@ pub fn announce(args: &RunArgs, import: Option<Duration>, dir: &Path) {
     }
 }
 
-/// Runs the workloads, printing each (JSON) or a progress bar.
+/// Runs the workloads, printing each (JSON) or a progress bar, with the
+/// disk's read latency on the files under `db_dir` just before and after.
 pub fn workloads(
     args: &RunArgs,
+    db_dir: &Path,
     mut run: impl FnMut(&Config) -> Result<WorkloadStats, BoxError>,
-) -> Result<Vec<WorkloadStats>, BoxError> {
+) -> Result<(Vec<WorkloadStats>, [Option<Duration>; 2]), BoxError> {
+    let before = probe::disk_read_latency(db_dir, probe::READS);
     workload::reset_peak_rss();
     let cold_ok = !args.cold || workload::drop_os_cache();
     if !cold_ok {
@@ -307,7 +315,8 @@ pub fn workloads(
     if !args.json {
         eprintln!();
     }
-    Ok(runs)
+    let after = probe::disk_read_latency(db_dir, probe::READS);
+    Ok((runs, [before, after]))
 }
 
 pub fn ms(d: Duration) -> f64 {
@@ -382,6 +391,8 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "db_bytes": run.db_bytes,
         "db_bytes_per_account": run.db_bytes as f64 / (1u64 << args.accounts_log2) as f64,
         "peak_rss_bytes": run.peak_rss,
+        "disk_read_before_ns": run.disk_read[0].map(|d| d.as_nanos() as f64),
+        "disk_read_after_ns": run.disk_read[1].map(|d| d.as_nanos() as f64),
         "import_s": run.import.map(|d| d.as_secs_f64()),
         "import_peak_rss_bytes": run.import_peak_rss,
         "open_s": run.open.as_secs_f64(),
@@ -429,6 +440,16 @@ const ROWS: &[Row] = &[
     Row {
         label: "mean read latency",
         field: "mean_read_ns",
+        unit: Unit::Ns,
+    },
+    Row {
+        label: "  disk QD1 on its files, before",
+        field: "disk_read_before_ns",
+        unit: Unit::Ns,
+    },
+    Row {
+        label: "  disk QD1 on its files, after",
+        field: "disk_read_after_ns",
         unit: Unit::Ns,
     },
     Row {

@@ -12,6 +12,7 @@
 //! which keeps NOMT out of the library's own build.
 
 mod harness;
+mod probe;
 mod versions;
 mod workload;
 
