@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 pub(crate) struct CacheCounts {
     hits: AtomicU64,
     misses: AtomicU64,
+    prefetched: AtomicU64,
 }
 
 impl CacheCounts {
@@ -27,11 +28,20 @@ impl CacheCounts {
         }
     }
 
-    /// Hits and misses so far.
-    pub(crate) fn get(&self) -> (u64, u64) {
+    /// Counts `n` blocks read into the cache ahead of the lookups that
+    /// will want them (which then hit).
+    pub(crate) fn prefetched(&self, n: u64) {
+        if n > 0 {
+            self.prefetched.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Hits, misses and blocks prefetched so far.
+    pub(crate) fn get(&self) -> (u64, u64, u64) {
         (
             self.hits.load(Ordering::Relaxed),
             self.misses.load(Ordering::Relaxed),
+            self.prefetched.load(Ordering::Relaxed),
         )
     }
 }

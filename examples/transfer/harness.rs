@@ -385,7 +385,7 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "os_write_bytes_per_update": sum(&|r| r.os_write_bytes) as f64 / updates,
         "bytes_written_per_workload": only_pagetrie(json!(sum(&|r| r.bytes_written) as f64 / n)),
         "witness_bytes_per_workload": only_pagetrie(json!(sum(&|r| r.witness_bytes) as f64 / n)),
-        // A page the prefetcher loaded counts as a miss of its lookup.
+        // A page or bucket read ahead of its lookup counts as a miss of it.
         "page_cache_hit_rate": only_pagetrie(json!(1.0 - (loads as f64 / lookups.max(1) as f64).min(1.0))),
         "value_cache_hit_rate": only_pagetrie(json!(1.0 - bucket_loads as f64 / bucket_lookups.max(1) as f64)),
         "db_bytes": run.db_bytes,

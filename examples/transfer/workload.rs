@@ -161,7 +161,7 @@ pub struct WorkloadStats {
     /// Page lookups, and pages read from disk (by lookups or the prefetcher).
     pub page_lookups: u64,
     pub page_loads: u64,
-    /// Bucket reads, and those that went to the disk.
+    /// Bucket reads, and buckets read from disk (by reads or ahead of them).
     pub bucket_lookups: u64,
     pub bucket_loads: u64,
     /// The commit's phases: trie update and witness, planning, durable write.
@@ -308,7 +308,7 @@ fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
     stats.page_loads = misses + (after.pages_prefetched - before.pages_prefetched);
     let misses = after.value_cache_misses - before.value_cache_misses;
     stats.bucket_lookups = after.value_cache_hits - before.value_cache_hits + misses;
-    stats.bucket_loads = misses;
+    stats.bucket_loads = misses + (after.buckets_prefetched - before.buckets_prefetched);
     stats.phases = [
         after.commit_trie_ns - before.commit_trie_ns,
         after.commit_plan_ns - before.commit_plan_ns,

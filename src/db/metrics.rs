@@ -28,6 +28,10 @@ pub struct Metrics {
     pub value_cache_hits: u64,
     /// Bucket reads that went to the disk.
     pub value_cache_misses: u64,
+    /// Buckets read into the cache ahead of the reads wanting them (hints'
+    /// prefetches, a commit's load of the buckets it changes); those reads
+    /// then hit.
+    pub buckets_prefetched: u64,
     /// Commits made.
     pub commits: u64,
     /// Sessions alive now.

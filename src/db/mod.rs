@@ -250,7 +250,7 @@ impl Db {
         let io = s.store.io();
         let writes = io.counters.writes.load(Ordering::Relaxed);
         let (page_hits, page_misses, pages_prefetched) = s.pages.cache_counts();
-        let (value_hits, value_misses) = s.values.cache_counts();
+        let (value_hits, value_misses, buckets_prefetched) = s.values.cache_counts();
         let retained = s.snapshots.retained();
         let (hints_queued, hints_dropped) = s.hints.counts();
         Metrics {
@@ -264,6 +264,7 @@ impl Db {
             hints_dropped,
             value_cache_hits: value_hits,
             value_cache_misses: value_misses,
+            buckets_prefetched,
             commits: s.timers.commits.load(Ordering::Relaxed),
             live_sessions: retained.sessions,
             retained_versions: retained.undos,

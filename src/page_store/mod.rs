@@ -17,7 +17,6 @@ mod index;
 mod tests;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -167,7 +166,6 @@ pub(crate) struct PageStore {
     /// The warmer's read buffer, freed when it is done.
     warm_span: parking_lot::Mutex<Vec<Block>>,
     counts: CacheCounts,
-    prefetched: AtomicU64,
     /// Pages the last published plan changed: the next plan's room.
     last_plan: LastSize,
 }
@@ -229,7 +227,6 @@ impl PageStore {
             to_warm: parking_lot::Mutex::new(to_warm),
             warm_span: parking_lot::Mutex::new(Vec::new()),
             counts: CacheCounts::default(),
-            prefetched: AtomicU64::new(0),
             last_plan: LastSize::default(),
         })
     }
@@ -247,8 +244,7 @@ impl PageStore {
     /// Lookups answered from RAM, lookups that read the disk, and pages the
     /// prefetcher loaded into the cache.
     pub(crate) fn cache_counts(&self) -> (u64, u64, u64) {
-        let (hits, misses) = self.counts.get();
-        (hits, misses, self.prefetched.load(Ordering::Relaxed))
+        self.counts.get()
     }
 
     /// Reads into the cache the next of the pages an open from the catalog
@@ -353,7 +349,7 @@ impl PageStore {
         } = read;
         let page = Page::from_block(block);
         if is_page(&page, &id) && self.cache_read(&id, slot, generation, Arc::new(page)) {
-            self.prefetched.fetch_add(1, Ordering::Relaxed);
+            self.counts.prefetched(1);
         }
     }
 

@@ -165,7 +165,7 @@ fn seen_hashes_are_checked_before_use() {
     let (_, pages, values) = db.parts();
     let root = db.root().unwrap();
     let bucket_reads = || {
-        let (hits, misses) = values.cache_counts();
+        let (hits, misses, _) = values.cache_counts();
         hits + misses
     };
     let update = |seen: &[(KeyPath, ValueHash)]| {

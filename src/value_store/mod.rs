@@ -67,6 +67,17 @@ pub(crate) type BucketRun = (Vec<(KeyPath, Vec<u8>)>, Option<KeyPath>);
 /// A bucket block, or why the one read from the disk is not a bucket.
 type Checked = Result<Arc<BlockBuf>, Error>;
 
+/// Why buckets are read: what the cache keeps and how the read is counted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// A reader's lookup: counted as a hit or miss, and cached.
+    Lookup,
+    /// Ahead of a commit's lookups: counted as prefetched, and cached.
+    Load,
+    /// A scan passing over: counted as lookups, not cached.
+    Scan,
+}
+
 /// A prefetch read of a bucket in flight: from which slot, as of which
 /// generation; handed back to [`ValueStore::offer`] with the block.
 pub(crate) struct BucketRead {
@@ -127,8 +138,9 @@ impl ValueStore {
         })
     }
 
-    /// Bucket reads answered from RAM, and bucket reads that went to the disk.
-    pub(crate) fn cache_counts(&self) -> (u64, u64) {
+    /// Bucket reads answered from RAM, bucket reads that went to the disk,
+    /// and buckets read into the cache ahead of the reads wanting them.
+    pub(crate) fn cache_counts(&self) -> (u64, u64, u64) {
         self.counts.get()
     }
 
@@ -178,6 +190,7 @@ impl ValueStore {
         let state = self.state.read();
         if state.published.is_current(read.generation) {
             self.cache.insert(read.slot, Arc::new(block));
+            self.counts.prefetched(1);
         }
     }
 
@@ -186,14 +199,18 @@ impl ValueStore {
     /// is that error instead. The caller checks that they are committed ones
     /// (the generation) before using or caching them: a slot a publish freed
     /// may hold anything, so a failed check there means looking again.
-    fn read_buckets(&self, slots: &[u32]) -> Result<Vec<(Checked, bool)>, Error> {
+    fn read_buckets(&self, slots: &[u32], purpose: Purpose) -> Result<Vec<(Checked, bool)>, Error> {
         let mut found: Vec<Option<(Checked, bool)>> = slots
             .iter()
             .map(|s| self.cache.get(s).map(|b| (Ok(b), false)))
             .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
-        self.counts
-            .count((slots.len() - missing.len()) as u64, missing.len() as u64);
+        match purpose {
+            Purpose::Load => self.counts.prefetched(missing.len() as u64),
+            Purpose::Lookup | Purpose::Scan => self
+                .counts
+                .count((slots.len() - missing.len()) as u64, missing.len() as u64),
+        }
         let blocks = match missing.as_slice() {
             [] => Vec::new(),
             [one] => vec![self.store.read(Target::Buckets, slots[*one] as u64)?],
@@ -213,7 +230,7 @@ impl ValueStore {
     /// The committed bucket at `slot`, from the cache or verified from the
     /// disk, not cached: for a plan, under the state's read lock.
     fn read_one(&self, slot: u32) -> Result<Arc<BlockBuf>, Error> {
-        let mut read = self.read_buckets(&[slot])?;
+        let mut read = self.read_buckets(&[slot], Purpose::Lookup)?;
         read.pop()
             .ok_or(Error::Internal("a bucket read answered nothing"))?
             .0
@@ -247,10 +264,10 @@ impl ValueStore {
     /// directory, consistent with one published state even while commits run: a
     /// commit writes only slots the published state does not use, and a publish
     /// in between (which frees slots for the next) means looking again.
-    /// Blocks read from the disk are cached if `keep`; a scan passes over.
+    /// Blocks read from the disk are cached unless a scan read them.
     fn with_committed(
         &self,
-        keep: bool,
+        purpose: Purpose,
         slots_of: impl Fn(&Directory) -> Vec<u32>,
         mut f: impl FnMut(&Block) -> Result<(), Error>,
     ) -> Result<(), Error> {
@@ -261,7 +278,7 @@ impl ValueStore {
                 let state = self.state.read();
                 (state.published.generation(), slots_of(&state.dir))
             };
-            let blocks = self.read_buckets(&slots)?;
+            let blocks = self.read_buckets(&slots, purpose)?;
             let state = self.state.read();
             if !state.published.is_current(generation) {
                 continue;
@@ -270,7 +287,7 @@ impl ValueStore {
             for (slot, (block, from_disk)) in slots.iter().zip(blocks) {
                 result = result.and_then(|()| {
                     let block = block?;
-                    if from_disk && keep {
+                    if from_disk && purpose != Purpose::Scan {
                         self.cache.insert(*slot, block.clone());
                     }
                     f(&block).map_err(|e| e.at("buckets", *slot as u64))
@@ -298,7 +315,7 @@ impl ValueStore {
             slots.truncate(room);
             slots
         };
-        let _ = self.with_committed(true, slots_of, |_| Ok(()));
+        let _ = self.with_committed(Purpose::Load, slots_of, |_| Ok(()));
     }
 
     fn entry(&self, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
@@ -307,7 +324,7 @@ impl ValueStore {
             Some((_, meta)) if dir.may_hold(meta, key) => vec![meta.slot],
             _ => Vec::new(),
         };
-        self.with_committed(true, slot_of, |block| {
+        self.with_committed(Purpose::Lookup, slot_of, |block| {
             found = bucket::find(block, key)?;
             Ok(())
         })?;
@@ -363,7 +380,7 @@ impl ValueStore {
         let start = prefix(path, depth);
         let mut out = Vec::new();
         self.with_committed(
-            true,
+            Purpose::Lookup,
             |dir| dir.overlapping(&start, depth),
             |block| {
                 // Most of the bucket lies outside a deep prefix: the walk
@@ -398,7 +415,7 @@ impl ValueStore {
                 after.set(next);
                 slots
             };
-            self.with_committed(false, run, |block| {
+            self.with_committed(Purpose::Scan, run, |block| {
                 for e in bucket::entries(block)? {
                     let e = e?;
                     if e.key < *from {
@@ -439,7 +456,7 @@ impl ValueStore {
             let step = dir.buckets().div_ceil(SAMPLE).max(1);
             dir.sizes().step_by(step).map(|(_, slot, _)| slot).collect()
         };
-        self.with_committed(false, sample, |block| {
+        self.with_committed(Purpose::Scan, sample, |block| {
             for e in bucket::entries(block)? {
                 entries += 1;
                 total += 32 + e?.value_len();

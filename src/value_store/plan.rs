@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::bucket::{self, BucketEntry, InlineValue, Patched, Stored, INLINE_MAX, PAYLOAD};
 use super::directory::{BucketMeta, Directory};
 use super::overflow::{self, Extents};
-use super::ValueStore;
+use super::{Purpose, ValueStore};
 use crate::block::BlockBuf;
 use crate::store::{Batch, BlockWrite, Notes, SlotSpace, Target};
 use crate::trie::{common_prefix_len, KeyPath, ValueHash};
@@ -86,7 +86,7 @@ impl ValueStore {
         // commit loaded them before planning (`load_buckets`).
         let mut touched: Vec<u32> = homes.iter().flatten().map(|(_, meta)| meta.slot).collect();
         touched.dedup();
-        let blocks = self.read_buckets(&touched)?;
+        let blocks = self.read_buckets(&touched, Purpose::Lookup)?;
         let mut read = std::collections::HashMap::with_capacity(touched.len());
         for (slot, (block, from_disk)) in touched.into_iter().zip(blocks) {
             // The trie update beside the plan rebuilds elided subtrees from these

@@ -146,12 +146,16 @@ fn a_commits_buckets_load_at_once_and_then_answer_from_ram() {
     values.load_buckets(keys.iter());
     assert_eq!(reads(&store) - at, 6, "each bucket once");
     assert!(slots.iter().all(|s| values.cache.contains(s)));
+    // Counted as prefetched, not as lookups.
+    assert_eq!(values.cache_counts(), (0, 0, 6));
     let at = reads(&store);
     values.load_buckets(keys.iter());
     for k in &keys {
         assert_eq!(values.get(k).unwrap(), model.get(k).cloned());
     }
     assert_eq!(reads(&store) - at, 0, "all from RAM");
+    // The absent key's bucket holds nothing it could be: no lookup.
+    assert_eq!(values.cache_counts(), (keys.len() as u64 - 1, 0, 6));
 }
 
 #[test]

@@ -39,10 +39,13 @@ fn a_commit_of_hinted_keys_reads_nothing() {
         session.warm_up(&key(i));
         assert_eq!(session.read(&key(i)).unwrap(), Some(vec![i as u8; 8]));
     }
+    let before = db.metrics().buckets_prefetched;
     for &i in &deleted {
         session.warm_up(&key(i));
     }
     settle(&db);
+    // The deleted keys' buckets, read by nothing but their hints.
+    assert!(db.metrics().buckets_prefetched - before >= 50);
     for &i in &read {
         session.write(key(i), Some(vec![!i as u8; 8]));
     }
