@@ -11,7 +11,9 @@
 //! in a process of its own, and `--rounds` rounds of workloads alternate
 //! which engine goes first, each run a process that opens its database
 //! once (the open measured is the process's first), with each round and the
-//! medians shown.
+//! medians shown. The disk is probed on each engine's own files before the
+//! rounds, which wait (`--settle-minutes`) until it reads both alike, and
+//! before and after each run, beside that run's read latency.
 //!
 //! ```sh
 //! cargo run --release -p pagetrie-compare                      # both at 2^20, with ratios
@@ -67,6 +69,13 @@ struct Args {
     /// the page cache shrunk so both engines hold as many trie pages in RAM).
     #[arg(long)]
     nomt_defaults: bool,
+    /// With both engines: before the rounds, wait up to this many minutes
+    /// for the disk to read both databases' files alike (a lone 4 KiB read
+    /// within 25% of the other's). A virtual disk can be much slower on
+    /// data it did not write lately, above all while it writes back a
+    /// large burst such as NOMT's fill; 0 starts at once.
+    #[arg(long, default_value_t = 15)]
+    settle_minutes: u64,
     /// Internal: workloads the database will see in all, for sizing NOMT's
     /// hash table when it is built by a run of fewer.
     #[arg(long, hide = true)]
@@ -79,6 +88,7 @@ fn main() -> Result<(), BoxError> {
         engine,
         rounds,
         nomt_defaults,
+        settle_minutes,
         nomt_total_workloads,
     } = Args::parse();
     if args.hold_snapshot && engine != Engine::Pagetrie {
@@ -92,7 +102,7 @@ fn main() -> Result<(), BoxError> {
         return Err("--versions measures pagetrie's history (--engine pagetrie)".into());
     }
     if engine == Engine::Both {
-        return both(&args, rounds.max(1), nomt_defaults);
+        return both(&args, rounds.max(1), nomt_defaults, settle_minutes);
     }
     if engine == Engine::Nomt {
         let (dir, _temp) = harness::database_dir(&args)?;
@@ -193,7 +203,7 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
 /// `rounds` rounds of the workloads, each engine's in a process of its own,
 /// alternating which goes first; checks the roots agree after every
 /// workload and prints each round, the medians and the ratios.
-fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
+fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Result<(), BoxError> {
     let temp = tempfile::Builder::new()
         .prefix("pagetrie-transfer-")
         .tempdir()?;
@@ -225,6 +235,8 @@ fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
             rounds * args.workloads,
         )?);
     }
+    let disk = settle(&dir, settle_minutes);
+    eprintln!("{disk}");
     let mut runs: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         let order = match round % 2 {
@@ -261,11 +273,12 @@ fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
     if args.json {
         println!(
             "{}",
-            json!({ "pagetrie": medians[0], "nomt": medians[1], "rounds": { "pagetrie": runs[0], "nomt": runs[1] }, "budgets": budgets })
+            json!({ "pagetrie": medians[0], "nomt": medians[1], "rounds": { "pagetrie": runs[0], "nomt": runs[1] }, "budgets": budgets, "disk": disk })
         );
         return Ok(());
     }
     println!("{budgets}");
+    println!("{disk}");
     println!("  round  first     pagetrie workload / commit     nomt workload / commit     ratios");
     for (round, (p, n)) in runs[0].iter().zip(&runs[1]).enumerate() {
         let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
@@ -294,6 +307,42 @@ fn both(args: &RunArgs, rounds: usize, plain: bool) -> Result<(), BoxError> {
             .unwrap_or("none")
     );
     Ok(())
+}
+
+/// Waits until a lone direct read of pagetrie's files and of NOMT's take
+/// about as long (at most `minutes`), probing both every half minute;
+/// returns a line saying what the last probes found and how long it took.
+fn settle(dir: &Path, minutes: u64) -> String {
+    let start = std::time::Instant::now();
+    let files = [dir.join("db"), nomt_engine::paths(dir).0];
+    loop {
+        let [p, n] = files
+            .each_ref()
+            .map(|f| probe::disk_read_latency(f, probe::READS));
+        let waited = start.elapsed();
+        let alike = match (p, n) {
+            (Some(p), Some(n)) => p.max(n).as_secs_f64() <= 1.25 * p.min(n).as_secs_f64(),
+            // Nothing to compare (tmpfs): nothing to wait for.
+            _ => true,
+        };
+        let us = |d: Option<std::time::Duration>| {
+            d.map_or("-".to_string(), |d| {
+                format!("{:.1} us", d.as_secs_f64() * 1e6)
+            })
+        };
+        let line = format!(
+            "disk before the rounds, a lone 4 KiB direct read: pagetrie's files {}, NOMT's {} (after {:.0} s of waiting{})",
+            us(p),
+            us(n),
+            waited.as_secs_f64(),
+            if alike { "" } else { "; still unlike" }
+        );
+        if alike || waited.as_secs() >= minutes * 60 {
+            return line;
+        }
+        eprintln!("{line}");
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    }
 }
 
 /// Each numeric field's median over `runs`; other fields from the last run.
