@@ -71,7 +71,7 @@ struct Args {
     nomt_defaults: bool,
     /// With both engines: before the rounds, wait up to this many minutes
     /// for the disk to read both databases' files alike (a lone 4 KiB read
-    /// within 25% of the other's). A virtual disk can be much slower on
+    /// within 25% of the other's, twice in a row). A virtual disk can be much slower on
     /// data it did not write lately, above all while it writes back a
     /// large burst such as NOMT's fill; 0 starts at once.
     #[arg(long, default_value_t = 15)]
@@ -164,6 +164,8 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
         );
     }
     let quiet = args.json;
+    let db_dir = nomt_engine::paths(dir).0;
+    let mut disk_before = probe::disk_read_latency(&db_dir, probe::READS);
     let (db, mut accounts, import, open) =
         nomt_engine::open_or_fill(dir, args.accounts_log2, &settings, |done, total| {
             if !quiet {
@@ -172,11 +174,13 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
             }
         })?;
     let import_peak_rss = import.map(|_| workload::peak_rss_bytes());
+    if import.is_some() {
+        disk_before = probe::disk_read_latency(&db_dir, probe::READS);
+    }
     harness::announce(args, import, dir);
     let initial_root = nomt_engine::root(&db);
     let mut pipeline = nomt_engine::Pipeline::default();
-    let db_dir = nomt_engine::paths(dir).0;
-    let (mut stats, disk_read) = harness::workloads(args, &db_dir, |config| match args.pipeline {
+    let mut stats = harness::workloads(args, |config| match args.pipeline {
         true => pipeline.run(&db, &mut accounts, config),
         false => nomt_engine::run_workload(&db, &mut accounts, config),
     })?;
@@ -185,6 +189,7 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
     if let Some(last) = stats.last_mut() {
         last.total += tail;
     }
+    let disk_after = probe::disk_read_latency(&db_dir, probe::READS);
     Ok(Run {
         stats,
         initial_root,
@@ -193,7 +198,7 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
         open,
         db_bytes: workload::dir_bytes(&db_dir),
         peak_rss: workload::peak_rss_bytes(),
-        disk_read,
+        disk_read: [disk_before, disk_after],
         versions: None,
         direct_io: None,
         opened_from_catalog: None,
@@ -236,7 +241,6 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
         )?);
     }
     let disk = settle(&dir, settle_minutes);
-    eprintln!("{disk}");
     let mut runs: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         let order = match round % 2 {
@@ -278,7 +282,18 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
         return Ok(());
     }
     println!("{budgets}");
-    println!("{disk}");
+    let f = |k: &str| {
+        disk[k]
+            .as_f64()
+            .map_or("-".into(), |us| format!("{us:.1} us"))
+    };
+    println!(
+        "disk before the rounds, median of lone 4 KiB direct reads: pagetrie's files {}, NOMT's {}, after {} s of waiting{}",
+        f("pagetrie_us"),
+        f("nomt_us"),
+        disk["waited_s"],
+        if disk["alike"] == true { "" } else { " (still unlike)" }
+    );
     println!("  round  first     pagetrie workload / commit     nomt workload / commit     ratios");
     for (round, (p, n)) in runs[0].iter().zip(&runs[1]).enumerate() {
         let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
@@ -310,37 +325,36 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
 }
 
 /// Waits until a lone direct read of pagetrie's files and of NOMT's take
-/// about as long (at most `minutes`), probing both every half minute;
-/// returns a line saying what the last probes found and how long it took.
-fn settle(dir: &Path, minutes: u64) -> String {
+/// about as long in two probes in a row (at most `minutes`), probing both
+/// every half minute; returns what the last probes found, as JSON.
+fn settle(dir: &Path, minutes: u64) -> Value {
     let start = std::time::Instant::now();
     let files = [dir.join("db"), nomt_engine::paths(dir).0];
+    let mut alike_before = false;
     loop {
         let [p, n] = files
             .each_ref()
             .map(|f| probe::disk_read_latency(f, probe::READS));
-        let waited = start.elapsed();
+        let waited = start.elapsed().as_secs();
         let alike = match (p, n) {
             (Some(p), Some(n)) => p.max(n).as_secs_f64() <= 1.25 * p.min(n).as_secs_f64(),
-            // Nothing to compare (tmpfs): nothing to wait for.
+            // Nothing to compare (in RAM): nothing to wait for.
             _ => true,
         };
-        let us = |d: Option<std::time::Duration>| {
-            d.map_or("-".to_string(), |d| {
-                format!("{:.1} us", d.as_secs_f64() * 1e6)
-            })
-        };
-        let line = format!(
-            "disk before the rounds, a lone 4 KiB direct read: pagetrie's files {}, NOMT's {} (after {:.0} s of waiting{})",
-            us(p),
-            us(n),
-            waited.as_secs_f64(),
-            if alike { "" } else { "; still unlike" }
-        );
-        if alike || waited.as_secs() >= minutes * 60 {
-            return line;
+        let us = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1e6);
+        let found = json!({
+            "pagetrie_us": us(p),
+            "nomt_us": us(n),
+            "waited_s": waited,
+            "alike": alike,
+        });
+        let done = (alike && (alike_before || p.is_none() || n.is_none()))
+            || waited >= minutes.saturating_mul(60);
+        eprintln!("disk before the rounds: {found}");
+        if done {
+            return found;
         }
-        eprintln!("{line}");
+        alike_before = alike;
         std::thread::sleep(std::time::Duration::from_secs(30));
     }
 }

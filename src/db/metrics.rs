@@ -29,8 +29,8 @@ pub struct Metrics {
     /// Bucket reads that went to the disk.
     pub value_cache_misses: u64,
     /// Buckets read into the cache ahead of the reads wanting them (hints'
-    /// prefetches, a commit's load of the buckets it changes); those reads
-    /// then hit.
+    /// prefetches, a commit's load of the buckets it changes); a read of one
+    /// still cached then hits.
     pub buckets_prefetched: u64,
     /// Commits made.
     pub commits: u64,

@@ -348,7 +348,9 @@ impl PageStore {
             generation,
         } = read;
         let page = Page::from_block(block);
-        if is_page(&page, &id) && self.cache_read(&id, slot, generation, Arc::new(page)) {
+        // A lookup that raced the prefetch has counted the read already.
+        let fresh = !self.cache.contains(&id);
+        if is_page(&page, &id) && self.cache_read(&id, slot, generation, Arc::new(page)) && fresh {
             self.counts.prefetched(1);
         }
     }

@@ -70,7 +70,8 @@ type Checked = Result<Arc<BlockBuf>, Error>;
 /// Why buckets are read: what the cache keeps and how the read is counted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Purpose {
-    /// A reader's lookup: counted as a hit or miss, and cached.
+    /// A reader's lookup: counted as a hit or a miss; what the disk gave
+    /// is cached where the reader keeps it (not by a plan).
     Lookup,
     /// Ahead of a commit's lookups: counted as prefetched, and cached.
     Load,
@@ -188,7 +189,8 @@ impl ValueStore {
         }
         // Held while caching, so no publish frees the slot in between.
         let state = self.state.read();
-        if state.published.is_current(read.generation) {
+        // A lookup that raced the prefetch has counted the read already.
+        if state.published.is_current(read.generation) && !self.cache.contains(&read.slot) {
             self.cache.insert(read.slot, Arc::new(block));
             self.counts.prefetched(1);
         }
@@ -205,11 +207,10 @@ impl ValueStore {
             .map(|s| self.cache.get(s).map(|b| (Ok(b), false)))
             .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
-        match purpose {
-            Purpose::Load => self.counts.prefetched(missing.len() as u64),
-            Purpose::Lookup | Purpose::Scan => self
-                .counts
-                .count((slots.len() - missing.len()) as u64, missing.len() as u64),
+        // A load counts what it caches, once it knows the blocks current.
+        if purpose != Purpose::Load {
+            self.counts
+                .count((slots.len() - missing.len()) as u64, missing.len() as u64);
         }
         let blocks = match missing.as_slice() {
             [] => Vec::new(),
@@ -289,6 +290,9 @@ impl ValueStore {
                     let block = block?;
                     if from_disk && purpose != Purpose::Scan {
                         self.cache.insert(*slot, block.clone());
+                        if purpose == Purpose::Load {
+                            self.counts.prefetched(1);
+                        }
                     }
                     f(&block).map_err(|e| e.at("buckets", *slot as u64))
                 });
