@@ -102,8 +102,10 @@ fn in_ram(file: &File) -> bool {
     let ok = unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) } == 0;
     // ramfs's magic, which libc does not name.
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
-    let kind = stat.f_type as i64;
-    ok && (kind == libc::TMPFS_MAGIC as i64 || kind == RAMFS_MAGIC)
+    // The field's and the constant's types differ from target to target.
+    #[allow(clippy::unnecessary_cast)]
+    let (kind, tmpfs) = (stat.f_type as i64, libc::TMPFS_MAGIC as i64);
+    ok && (kind == tmpfs || kind == RAMFS_MAGIC)
 }
 
 /// Whether the file holds written data at `offset`: a hole reads as zeros
