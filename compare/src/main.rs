@@ -11,9 +11,11 @@
 //! in a process of its own, and `--rounds` rounds of workloads alternate
 //! which engine goes first, each run a process that opens its database
 //! once (the open measured is the process's first), with each round and the
-//! medians shown. The disk is probed on each engine's own files before the
-//! rounds, which wait (`--settle-minutes`) until it reads both alike, and
-//! before and after each run, beside that run's read latency.
+//! medians shown. Before each run the engine's files are read through, so
+//! that a virtual disk keeping what was read lately serves both engines
+//! alike (`--no-prime` skips it), and the disk's lone read on them is
+//! probed before the open and after the last commit, beside the run's
+//! read latency.
 //!
 //! ```sh
 //! cargo run --release -p pagetrie-compare                      # both at 2^20, with ratios
@@ -69,13 +71,14 @@ struct Args {
     /// the page cache shrunk so both engines hold as many trie pages in RAM).
     #[arg(long)]
     nomt_defaults: bool,
-    /// With both engines: before the rounds, wait up to this many minutes
-    /// for the disk to read both databases' files alike (a lone 4 KiB read
-    /// within 25% of the other's, twice in a row). A virtual disk can be much slower on
-    /// data it did not write lately, above all while it writes back a
-    /// large burst such as NOMT's fill; 0 starts at once.
-    #[arg(long, default_value_t = 15)]
-    settle_minutes: u64,
+    /// With both engines: do not read each engine's files through before
+    /// its run. The read-through evens out a virtual disk that answers data
+    /// read or written lately several times faster than the rest (here
+    /// 90 against 260 us a 4 KiB read, on one engine's files and the
+    /// other's at the same minute), which otherwise favours whichever
+    /// engine wrote or read last.
+    #[arg(long)]
+    no_prime: bool,
     /// Internal: workloads the database will see in all, for sizing NOMT's
     /// hash table when it is built by a run of fewer.
     #[arg(long, hide = true)]
@@ -88,7 +91,7 @@ fn main() -> Result<(), BoxError> {
         engine,
         rounds,
         nomt_defaults,
-        settle_minutes,
+        no_prime,
         nomt_total_workloads,
     } = Args::parse();
     if args.hold_snapshot && engine != Engine::Pagetrie {
@@ -102,7 +105,7 @@ fn main() -> Result<(), BoxError> {
         return Err("--versions measures pagetrie's history (--engine pagetrie)".into());
     }
     if engine == Engine::Both {
-        return both(&args, rounds.max(1), nomt_defaults, settle_minutes);
+        return both(&args, rounds.max(1), nomt_defaults, !no_prime);
     }
     if engine == Engine::Nomt {
         let (dir, _temp) = harness::database_dir(&args)?;
@@ -208,7 +211,7 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
 /// `rounds` rounds of the workloads, each engine's in a process of its own,
 /// alternating which goes first; checks the roots agree after every
 /// workload and prints each round, the medians and the ratios.
-fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Result<(), BoxError> {
+fn both(args: &RunArgs, rounds: usize, plain: bool, prime: bool) -> Result<(), BoxError> {
     let temp = tempfile::Builder::new()
         .prefix("pagetrie-transfer-")
         .tempdir()?;
@@ -240,7 +243,6 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
             rounds * args.workloads,
         )?);
     }
-    let disk = settle(&dir, settle_minutes);
     let mut runs: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         let order = match round % 2 {
@@ -249,7 +251,19 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
         };
         for engine in order {
             eprintln!("round {}: {}...", round + 1, engine_name(engine));
-            let summary = child(
+            let primed = match prime {
+                true => {
+                    let files = match engine {
+                        Engine::Nomt => nomt_engine::paths(&dir).0,
+                        _ => dir.join("db"),
+                    };
+                    let start = std::time::Instant::now();
+                    let bytes = probe::read_through(&files)?;
+                    Some((bytes, start.elapsed()))
+                }
+                false => None,
+            };
+            let mut summary = child(
                 args,
                 engine,
                 &dir,
@@ -257,6 +271,8 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
                 plain,
                 rounds * args.workloads,
             )?;
+            summary["primed_bytes"] = json!(primed.map(|(b, _)| b));
+            summary["primed_s"] = json!(primed.map(|(_, t)| t.as_secs_f64()));
             runs[(engine == Engine::Nomt) as usize].push(summary);
         }
         let (p, n) = (&runs[0][round], &runs[1][round]);
@@ -277,23 +293,11 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
     if args.json {
         println!(
             "{}",
-            json!({ "pagetrie": medians[0], "nomt": medians[1], "rounds": { "pagetrie": runs[0], "nomt": runs[1] }, "budgets": budgets, "disk": disk })
+            json!({ "pagetrie": medians[0], "nomt": medians[1], "rounds": { "pagetrie": runs[0], "nomt": runs[1] }, "budgets": budgets })
         );
         return Ok(());
     }
     println!("{budgets}");
-    let f = |k: &str| {
-        disk[k]
-            .as_f64()
-            .map_or("-".into(), |us| format!("{us:.1} us"))
-    };
-    println!(
-        "disk before the rounds, median of lone 4 KiB direct reads: pagetrie's files {}, NOMT's {}, after {} s of waiting{}",
-        f("pagetrie_us"),
-        f("nomt_us"),
-        disk["waited_s"],
-        if disk["alike"] == true { "" } else { " (still unlike)" }
-    );
     println!("  round  first     pagetrie workload / commit     nomt workload / commit     ratios");
     for (round, (p, n)) in runs[0].iter().zip(&runs[1]).enumerate() {
         let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
@@ -322,41 +326,6 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, settle_minutes: u64) -> Resu
             .unwrap_or("none")
     );
     Ok(())
-}
-
-/// Waits until a lone direct read of pagetrie's files and of NOMT's take
-/// about as long in two probes in a row (at most `minutes`), probing both
-/// every half minute; returns what the last probes found, as JSON.
-fn settle(dir: &Path, minutes: u64) -> Value {
-    let start = std::time::Instant::now();
-    let files = [dir.join("db"), nomt_engine::paths(dir).0];
-    let mut alike_before = false;
-    loop {
-        let [p, n] = files
-            .each_ref()
-            .map(|f| probe::disk_read_latency(f, probe::READS));
-        let waited = start.elapsed().as_secs();
-        let alike = match (p, n) {
-            (Some(p), Some(n)) => p.max(n).as_secs_f64() <= 1.25 * p.min(n).as_secs_f64(),
-            // Nothing to compare (in RAM): nothing to wait for.
-            _ => true,
-        };
-        let us = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1e6);
-        let found = json!({
-            "pagetrie_us": us(p),
-            "nomt_us": us(n),
-            "waited_s": waited,
-            "alike": alike,
-        });
-        let done = (alike && (alike_before || p.is_none() || n.is_none()))
-            || waited >= minutes.saturating_mul(60);
-        eprintln!("disk before the rounds: {found}");
-        if done {
-            return found;
-        }
-        alike_before = alike;
-        std::thread::sleep(std::time::Duration::from_secs(30));
-    }
 }
 
 /// Each numeric field's median over `runs`; other fields from the last run.

@@ -453,6 +453,11 @@ const ROWS: &[Row] = &[
         unit: Unit::Ns,
     },
     Row {
+        label: "  files read through before",
+        field: "primed_s",
+        unit: Unit::Seconds,
+    },
+    Row {
         label: "mean commit_and_prove",
         field: "mean_commit_and_prove_ms",
         unit: Unit::Ms,
