@@ -71,8 +71,8 @@ struct Args {
     /// the page cache shrunk so both engines hold as many trie pages in RAM).
     #[arg(long)]
     nomt_defaults: bool,
-    /// With both engines: do not read each engine's files through before
-    /// its run. The read-through evens out a virtual disk that answers data
+    /// With both engines: do not pass `--read-through` to the rounds' runs,
+    /// which read their engine's files through before the open. It evens out a virtual disk that answers data
     /// read or written lately several times faster than the rest (here
     /// 90 against 260 us a 4 KiB read, on one engine's files and the
     /// other's at the same minute), which otherwise favours whichever
@@ -168,6 +168,7 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
     }
     let quiet = args.json;
     let db_dir = nomt_engine::paths(dir).0;
+    let read_through = harness::read_through(args, &db_dir)?;
     let mut disk_before = probe::disk_read_latency(&db_dir, probe::READS);
     let (db, mut accounts, import, open) =
         nomt_engine::open_or_fill(dir, args.accounts_log2, &settings, |done, total| {
@@ -202,6 +203,7 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
         db_bytes: workload::dir_bytes(&db_dir),
         peak_rss: workload::peak_rss_bytes(),
         disk_read: [disk_before, disk_after],
+        read_through,
         versions: None,
         direct_io: None,
         opened_from_catalog: None,
@@ -243,6 +245,10 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, prime: bool) -> Result<(), B
             rounds * args.workloads,
         )?);
     }
+    let round_args = RunArgs {
+        read_through: prime || args.read_through,
+        ..args.clone()
+    };
     let mut runs: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         let order = match round % 2 {
@@ -251,28 +257,14 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, prime: bool) -> Result<(), B
         };
         for engine in order {
             eprintln!("round {}: {}...", round + 1, engine_name(engine));
-            let primed = match prime {
-                true => {
-                    let files = match engine {
-                        Engine::Nomt => nomt_engine::paths(&dir).0,
-                        _ => dir.join("db"),
-                    };
-                    let start = std::time::Instant::now();
-                    let bytes = probe::read_through(&files)?;
-                    Some((bytes, start.elapsed()))
-                }
-                false => None,
-            };
-            let mut summary = child(
-                args,
+            let summary = child(
+                &round_args,
                 engine,
                 &dir,
                 args.workloads,
                 plain,
                 rounds * args.workloads,
             )?;
-            summary["primed_bytes"] = json!(primed.map(|(b, _)| b));
-            summary["primed_s"] = json!(primed.map(|(_, t)| t.as_secs_f64()));
             runs[(engine == Engine::Nomt) as usize].push(summary);
         }
         let (p, n) = (&runs[0][round], &runs[1][round]);
@@ -376,6 +368,7 @@ fn child(
         ])
         .args(["--nomt-total-workloads", &total.to_string()])
         .args(args.warm_at_open.then_some("--warm-at-open"))
+        .args(args.read_through.then_some("--read-through"))
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped());

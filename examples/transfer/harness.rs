@@ -86,6 +86,12 @@ pub struct RunArgs {
     /// levels at open; otherwise a thread fills it beside the first workloads.
     #[arg(long)]
     pub warm_at_open: bool,
+    /// Read the database's files through before opening it. A virtual disk
+    /// that keeps what was read or written lately (this machine's) then
+    /// serves them as fast as whatever ran before had its own
+    /// (`pagetrie-compare` does it for both engines unless `--no-prime`).
+    #[arg(long)]
+    pub read_through: bool,
 }
 
 impl RunArgs {
@@ -113,6 +119,8 @@ pub struct Run {
     /// The disk's read latency on the database's files before the open
     /// (after a build) and after the last commit ([`probe`]).
     pub disk_read: [Option<Duration>; 2],
+    /// Bytes `--read-through` read before the open, and how long it took.
+    pub read_through: Option<(u64, Duration)>,
     /// pagetrie only.
     pub direct_io: Option<bool>,
     /// pagetrie only: whether open read the catalog instead of every block.
@@ -158,6 +166,7 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
             .warm_at_open(args.warm_at_open)
     };
     let quiet = args.json;
+    let read_through = read_through(args, &dir.join("db"))?;
     // Before the open: the warmer then reads beside the first workloads.
     let mut disk_before = probe::disk_read_latency(&dir.join("db"), probe::READS);
     let (db, mut accounts, opened) =
@@ -237,10 +246,22 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
         db_bytes,
         peak_rss,
         disk_read: [disk_before, disk_after],
+        read_through,
         direct_io,
         opened_from_catalog,
         versions,
     })
+}
+
+/// With `--read-through`, reads the files under `db_dir` through (none
+/// yet before a build) and says how many bytes that took how long.
+pub fn read_through(args: &RunArgs, db_dir: &Path) -> std::io::Result<Option<(u64, Duration)>> {
+    if !args.read_through {
+        return Ok(None);
+    }
+    let start = Instant::now();
+    let bytes = probe::read_through(db_dir)?;
+    Ok(Some((bytes, start.elapsed())))
 }
 
 pub fn announce(args: &RunArgs, import: Option<Duration>, dir: &Path) {
@@ -393,6 +414,8 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "peak_rss_bytes": run.peak_rss,
         "disk_read_before_ns": run.disk_read[0].map(|d| d.as_nanos() as f64),
         "disk_read_after_ns": run.disk_read[1].map(|d| d.as_nanos() as f64),
+        "primed_bytes": run.read_through.map(|(b, _)| b),
+        "primed_s": run.read_through.map(|(_, t)| t.as_secs_f64()),
         "import_s": run.import.map(|d| d.as_secs_f64()),
         "import_peak_rss_bytes": run.import_peak_rss,
         "open_s": run.open.as_secs_f64(),
