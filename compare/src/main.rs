@@ -72,11 +72,11 @@ struct Args {
     #[arg(long)]
     nomt_defaults: bool,
     /// With both engines: do not pass `--read-through` to the rounds' runs,
-    /// which read their engine's files through before the open. It evens out a virtual disk that answers data
-    /// read or written lately several times faster than the rest (here
-    /// 90 against 260 us a 4 KiB read, on one engine's files and the
-    /// other's at the same minute), which otherwise favours whichever
-    /// engine wrote or read last.
+    /// which read their engine's files through before the open. That evens
+    /// out a virtual disk answering data read or written lately several
+    /// times faster than the rest (here 90 against 260 us a 4 KiB read, on
+    /// one engine's files and the other's at the same minute), which
+    /// otherwise favours whichever engine wrote or read last.
     #[arg(long)]
     no_prime: bool,
     /// Internal: workloads the database will see in all, for sizing NOMT's

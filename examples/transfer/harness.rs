@@ -166,9 +166,10 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
             .warm_at_open(args.warm_at_open)
     };
     let quiet = args.json;
-    let read_through = read_through(args, &dir.join("db"))?;
+    let db_dir = dir.join("db");
+    let read_through = read_through(args, &db_dir)?;
     // Before the open: the warmer then reads beside the first workloads.
-    let mut disk_before = probe::disk_read_latency(&dir.join("db"), probe::READS);
+    let mut disk_before = probe::disk_read_latency(&db_dir, probe::READS);
     let (db, mut accounts, opened) =
         workload::open_or_import(dir, args.accounts_log2, options, |p| {
             if quiet {
@@ -190,9 +191,9 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
         // restart: opened anew.
         Opened::Imported(took) => {
             drop(db);
-            disk_before = probe::disk_read_latency(&dir.join("db"), probe::READS);
+            disk_before = probe::disk_read_latency(&db_dir, probe::READS);
             let start = Instant::now();
-            let db = Db::open(options(&dir.join("db")))?;
+            let db = Db::open(options(&db_dir))?;
             (db, Some(took), start.elapsed())
         }
     };
@@ -229,12 +230,12 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
     if let Some(last) = stats.last_mut() {
         last.total += tail;
     }
-    let disk_after = probe::disk_read_latency(&dir.join("db"), probe::READS);
-    let db_bytes = workload::dir_bytes(&dir.join("db"));
+    let disk_after = probe::disk_read_latency(&db_dir, probe::READS);
+    let db_bytes = workload::dir_bytes(&db_dir);
     // The workloads', before --versions rebuilds old tries.
     let peak_rss = workload::peak_rss_bytes();
     let versions = match args.versions {
-        true => Some(versions::measure(&db, &dir.join("db"), &accounts, quiet)?),
+        true => Some(versions::measure(&db, &db_dir, &accounts, quiet)?),
         false => None,
     };
     Ok(Run {
@@ -414,8 +415,8 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "peak_rss_bytes": run.peak_rss,
         "disk_read_before_ns": run.disk_read[0].map(|d| d.as_nanos() as f64),
         "disk_read_after_ns": run.disk_read[1].map(|d| d.as_nanos() as f64),
-        "primed_bytes": run.read_through.map(|(b, _)| b),
-        "primed_s": run.read_through.map(|(_, t)| t.as_secs_f64()),
+        "read_through_bytes": run.read_through.map(|(b, _)| b),
+        "read_through_s": run.read_through.map(|(_, t)| t.as_secs_f64()),
         "import_s": run.import.map(|d| d.as_secs_f64()),
         "import_peak_rss_bytes": run.import_peak_rss,
         "open_s": run.open.as_secs_f64(),
@@ -477,7 +478,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         label: "  files read through before",
-        field: "primed_s",
+        field: "read_through_s",
         unit: Unit::Seconds,
     },
     Row {

@@ -29,8 +29,7 @@ struct Aligned([u8; BLOCK as usize]);
 const THROUGH: usize = 1024;
 
 /// Reads every file under `dir` of at least [`SMALLEST`] bytes from start
-/// to end, directly, 4 MiB a
-/// request; returns the bytes read. A virtual disk that keeps what was read
+/// to end, directly, 4 MiB a request; returns the bytes read. A virtual disk that keeps what was read
 /// lately then answers the database's blocks alike for whichever engine
 /// runs next, whatever it wrote or read before.
 pub fn read_through(dir: &Path) -> std::io::Result<u64> {
@@ -38,10 +37,7 @@ pub fn read_through(dir: &Path) -> std::io::Result<u64> {
     let mut blocks = vec![Aligned([0; BLOCK as usize]); THROUGH];
     let mut total = 0;
     for (path, _) in data_files(dir) {
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path)?;
+        let mut file = open_direct(&path)?;
         loop {
             let mut slices: Vec<IoSliceMut> = blocks
                 .iter_mut()
@@ -66,14 +62,7 @@ pub fn read_through(dir: &Path) -> std::io::Result<u64> {
 pub fn disk_read_latency(dir: &Path, reads: usize) -> Option<Duration> {
     let files: Vec<(File, u64)> = data_files(dir)
         .into_iter()
-        .filter_map(|(path, len)| {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECT)
-                .open(path)
-                .ok()?;
-            Some((file, len / BLOCK))
-        })
+        .filter_map(|(path, len)| Some((open_direct(&path).ok()?, len / BLOCK)))
         .collect();
     let blocks: u64 = files.iter().map(|(_, n)| n).sum();
     if blocks == 0 || files.iter().any(|(f, _)| in_ram(f)) {
@@ -108,6 +97,14 @@ pub fn disk_read_latency(dir: &Path, reads: usize) -> Option<Duration> {
     }
     took.sort_unstable();
     took.get(took.len() / 2).copied()
+}
+
+/// `path` opened for direct reads, past the OS's cache.
+fn open_direct(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
 }
 
 /// Regular files under `dir` of at least [`SMALLEST`] bytes, with their
