@@ -89,6 +89,13 @@ pub enum Error {
         /// The format version this build reads and writes.
         supported: u32,
     },
+    /// An [`crate::Options`] value out of range; nothing was opened.
+    InvalidOptions {
+        /// The option, as its builder method is named.
+        field: &'static str,
+        /// What is wrong with its value.
+        reason: &'static str,
+    },
     /// [`crate::Db::import`] was pointed at a path that already holds something.
     DirectoryNotEmpty,
     /// An earlier write failed; the database refuses all operations until reopened,
@@ -259,6 +266,9 @@ impl fmt::Display for Error {
                 "database format {found} is not supported (this build reads format {supported}); \
                  nothing was changed"
             ),
+            Error::InvalidOptions { field, reason } => {
+                write!(f, "option {field}: {reason}; nothing was opened")
+            }
             Error::DirectoryNotEmpty => {
                 f.write_str("import target exists and is not an empty directory")
             }

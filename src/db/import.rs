@@ -73,6 +73,7 @@ impl Db {
         entries: impl IntoIterator<Item = Pair>,
         mut progress: impl FnMut(ImportProgress),
     ) -> Result<Db, Error> {
+        options.validate()?;
         let build_dir = BuildDir::lock(&options.path, "importing")?;
         build_dir.clear()?;
         if let Err(e) = build(&options, &build_dir, entries, &mut progress) {
@@ -105,7 +106,7 @@ fn build(
         history: 0,
         ..options.clone()
     })?;
-    let budget = (options.import_memory_mib as u64) << 20;
+    let budget = super::options::mib_bytes(options.import_memory_mib) as u64;
     let mut chunk: Vec<Pair> = Vec::new();
     let mut chunk_bytes = 0u64;
     let mut written = 0u64;

@@ -104,6 +104,7 @@ impl Db {
     /// Fails with [`Error::Locked`] if another handle has it open, and with
     /// [`Error::Corrupt`] (never a panic) if its files are damaged.
     pub fn open(options: Options) -> Result<Db, Error> {
+        options.validate()?;
         let config = StoreConfig {
             backend: options.io_backend,
             tuning: options.tuning,
@@ -111,8 +112,11 @@ impl Db {
             faults: options.faults.clone(),
         };
         let store = Arc::new(Store::open(&options.path, config)?);
-        let values = ValueStore::open(&store, options.value_cache_mib << 20)?;
-        let pages = PageStore::open(&store, (options.page_cache_mib << 20) / PAGE_SIZE)?;
+        let values = ValueStore::open(&store, options::mib_bytes(options.value_cache_mib))?;
+        let pages = PageStore::open(
+            &store,
+            options::mib_bytes(options.page_cache_mib) / PAGE_SIZE,
+        )?;
         let opened_from_catalog = store.finish_open();
         if options.warm_at_open {
             while pages.warm()? {}
@@ -130,7 +134,7 @@ impl Db {
             _ => Chain::replay(records, &meta.root, options.history_window()),
         };
         let prefetch_hints = options.prefetch_hints;
-        let snapshot_budget = options.snapshot_budget_mib << 20;
+        let snapshot_budget = options::mib_bytes(options.snapshot_budget_mib);
         let shared = Arc::new(Shared {
             store,
             values,

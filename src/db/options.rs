@@ -2,7 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::IoBackend;
+use crate::{Error, IoBackend};
+
+/// `mib` MiB in bytes; [`Options::validate`] has refused counts that overflow.
+pub(crate) fn mib_bytes(mib: usize) -> usize {
+    mib.saturating_mul(1 << 20)
+}
 
 /// Options for [`crate::Db::open`]: a path, then defaults that suit a node.
 ///
@@ -104,16 +109,17 @@ impl Options {
         2 * std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
-    /// Threads that update the trie during a commit (at least 1).
+    /// Threads that update the trie during a commit (at least 1: open
+    /// refuses 0 with [`crate::Error::InvalidOptions`]).
     pub fn commit_workers(mut self, workers: usize) -> Options {
-        self.commit_workers = workers.max(1);
+        self.commit_workers = workers;
         self
     }
 
     /// RAM [`crate::Db::import`] may use to sort and commit entries, beyond the
     /// caches (default 1024 MiB; at least 1).
     pub fn import_memory_mib(mut self, mib: usize) -> Options {
-        self.import_memory_mib = mib.max(1);
+        self.import_memory_mib = mib;
         self
     }
 
@@ -179,8 +185,44 @@ impl Options {
     pub(crate) fn history_window(&self) -> super::history::Window {
         super::history::Window {
             commits: self.history,
-            bytes: self.history_budget_mib << 20,
+            bytes: mib_bytes(self.history_budget_mib),
         }
+    }
+
+    /// Refuses a value out of range, naming its field: a MiB count whose
+    /// bytes do not fit a `usize` (it would wrap to a small budget), or a
+    /// zero where something must exist. [`crate::Db::open`] checks this first.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        let mib = [
+            ("import_memory_mib", self.import_memory_mib),
+            ("page_cache_mib", self.page_cache_mib),
+            ("value_cache_mib", self.value_cache_mib),
+            ("history_budget_mib", self.history_budget_mib),
+            ("snapshot_budget_mib", self.snapshot_budget_mib),
+        ];
+        for (field, mib) in mib {
+            if mib > usize::MAX >> 20 {
+                return Err(Error::InvalidOptions {
+                    field,
+                    reason: "more MiB than the address space holds",
+                });
+            }
+        }
+        let at_least_one = [
+            ("commit_workers", self.commit_workers as u64),
+            ("import_memory_mib", self.import_memory_mib as u64),
+            ("catalog_fold_blocks", self.tuning.fold_blocks),
+            ("history_trim_blocks", self.tuning.trim_blocks),
+        ];
+        for (field, value) in at_least_one {
+            if value == 0 {
+                return Err(Error::InvalidOptions {
+                    field,
+                    reason: "must be at least 1",
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Prefetch hints ([`crate::Session::warm_up`], rollbacks' and proofs' keys) that
@@ -198,7 +240,7 @@ impl Options {
     /// 4096, at least 1). The catalog lets open skip reading every block;
     /// a smaller value folds more often and keeps open shorter.
     pub fn catalog_fold_blocks(mut self, blocks: u64) -> Options {
-        self.tuning.fold_blocks = blocks.max(1);
+        self.tuning.fold_blocks = blocks;
         self
     }
 
@@ -206,7 +248,7 @@ impl Options {
     /// before the history file is rewritten without them (default 16384,
     /// at least 1; a rewrite also waits until they are half what is kept).
     pub fn history_trim_blocks(mut self, blocks: u64) -> Options {
-        self.tuning.trim_blocks = blocks.max(1);
+        self.tuning.trim_blocks = blocks;
         self
     }
 

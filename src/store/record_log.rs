@@ -46,6 +46,10 @@ pub(super) struct RecordLog {
     /// the directory before its commit point, so its record is not in a file
     /// whose name a power loss could undo.
     dir_unsynced: bool,
+    /// An erase that failed part way: the file may still hold records, or a
+    /// truncation a power loss could undo. The next append erases it first,
+    /// so its record never lands behind a gap or beside stale ones.
+    unerased: bool,
 }
 
 /// The file a rewrite of the log `name` is written to before it replaces it.
@@ -69,6 +73,7 @@ impl RecordLog {
             end: 0,
             starts: VecDeque::new(),
             dir_unsynced: false,
+            unerased: false,
         })
     }
 
@@ -140,6 +145,10 @@ impl RecordLog {
             dir.sync()?;
             self.dir_unsynced = false;
         }
+        if self.unerased {
+            self.file.erase()?;
+            self.unerased = false;
+        }
         let blocks = framing::frame(self.magic, seqno, parts);
         self.file.reserve(self.end + blocks.len() as u64)?;
         Ok((self.file.clone(), self.end, blocks))
@@ -151,11 +160,16 @@ impl RecordLog {
         self.end += blocks;
     }
 
-    /// Empties the log, durably.
+    /// Empties the log, durably. If that fails the log is empty all the same
+    /// and the next append erases the file again before it writes.
     pub(super) fn erase(&mut self) -> Result<(), Error> {
-        self.file.erase()?;
+        // Whatever step fails, the truncation may have happened: the old
+        // records and their end are no longer a place to append after.
         self.end = 0;
         self.starts.clear();
+        self.unerased = true;
+        self.file.erase()?;
+        self.unerased = false;
         Ok(())
     }
 

@@ -163,3 +163,30 @@ fn proofs_back_run_beside_commits_and_never_hold_them_back() {
     db.prove_at(&old, &keys).unwrap().verify(&old).unwrap();
     println!("{proven} proofs back beside 20 commits, {busy} busy");
 }
+
+#[test]
+fn options_out_of_range_are_refused_at_open_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, fn(Options) -> Options); 8] = [
+        ("snapshot_budget_mib", |o| o.snapshot_budget_mib(1 << 44)),
+        ("history_budget_mib", |o| o.history_budget_mib(usize::MAX)),
+        ("page_cache_mib", |o| o.page_cache_mib(usize::MAX >> 19)),
+        ("value_cache_mib", |o| o.value_cache_mib(1 << 50)),
+        ("import_memory_mib", |o| o.import_memory_mib(0)),
+        ("commit_workers", |o| o.commit_workers(0)),
+        ("catalog_fold_blocks", |o| o.catalog_fold_blocks(0)),
+        ("history_trim_blocks", |o| o.history_trim_blocks(0)),
+    ];
+    for (name, set) in cases {
+        match Db::open(set(Options::new(dir.path()))) {
+            Err(Error::InvalidOptions { field, .. }) => assert_eq!(field, name),
+            Err(e) => panic!("{name}: {e}"),
+            Ok(_) => panic!("{name}: opened"),
+        }
+        // Nothing was created.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{name}");
+    }
+    // The largest count that fits is taken.
+    let db = Db::open(Options::new(dir.path()).snapshot_budget_mib(usize::MAX >> 20)).unwrap();
+    drop(db);
+}

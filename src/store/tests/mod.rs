@@ -524,5 +524,6 @@ fn no_room_refuses_a_commit_without_poisoning_the_store() {
     assert_state(&open(dir.path()), 2);
 }
 
+mod catalog;
 mod crash;
 mod damage;
