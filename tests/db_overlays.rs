@@ -108,6 +108,28 @@ fn two_competing_children_of_one_parent_and_the_winner_committed() {
     assert_eq!(db.root().unwrap(), root_of(&a_model));
 }
 
+/// Two forks that reach the same state: once one commits and a block is
+/// built on it, the other's state is still the committed one it was.
+#[test]
+fn an_overlay_whose_state_another_fork_committed_and_built_on_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, base) = setup(&dir);
+    let writes = [(7, Some(vec![7; 9])), (500, None)];
+    let (first, model) = build(&db, None, &base, &writes).unwrap();
+    let (twin, _) = build(&db, None, &base, &writes).unwrap();
+    let (child, _) = build(&db, Some(&twin), &model, &[(8, None)]).unwrap();
+    assert_eq!(first.root(), twin.root());
+    first.commit().unwrap();
+    let (next, next_model) = build(&db, Some(&first), &model, &[(9, Some(vec![1]))]).unwrap();
+    next.commit().unwrap();
+    assert!(twin.is_committed().unwrap());
+    assert_eq!(twin.commit().unwrap(), first.root());
+    // Its child forked from the state the chain left: still refused.
+    assert!(matches!(child.commit(), Err(Error::StaleSession)));
+    assert!(!child.is_committed().unwrap());
+    assert_eq!(db.root().unwrap(), root_of(&next_model));
+}
+
 #[test]
 fn a_chain_of_64_overlays_reads_through_and_commits_in_order() {
     let dir = tempfile::tempdir().unwrap();

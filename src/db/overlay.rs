@@ -261,19 +261,42 @@ impl Overlay {
     /// ([`Error::Poisoned`]), that is known only of an overlay whose commit
     /// returned (or failed with [`Error::CommitDurable`]) before: for any
     /// other it fails with `Poisoned`.
+    ///
+    /// Its state counts as committed once a commit of any fork made the same
+    /// root at the same height durable, even if later commits built on it,
+    /// as long as the snapshots' undos still reach back to it (they do while
+    /// [`crate::Options::snapshot_budget_mib`] keeps them; past it this says
+    /// `false`).
     pub fn is_committed(&self) -> Result<bool, Error> {
         if self.node.committed.load(Ordering::SeqCst) {
             return Ok(true);
         }
         self.node.shared.store.check_usable()?;
+        let mut pending = self.node.pending.lock();
+        if self.state_committed() {
+            self.committed(&mut pending);
+            return Ok(true);
+        }
         Ok(false)
+    }
+
+    /// Whether a commit, of this overlay or of another fork, made its state
+    /// (the same root at the same height) durable: the head, or one of the
+    /// heads since the committed state its chain began on.
+    fn state_committed(&self) -> bool {
+        let head = self.node.head;
+        let snapshots = &self.node.shared.snapshots;
+        snapshots.head() == head
+            || snapshots
+                .heads_after(self.node.base.below.seqno)
+                .is_some_and(|heads| heads.contains(&head))
     }
 
     /// Makes it durable, after its uncommitted ancestors, in order, and
     /// returns its root, now the committed one; on return it survives any
     /// crash. Committing it again does nothing, and neither does committing
-    /// it when the committed state is the same as its own (the same root at
-    /// the same height, from another fork). Like [`crate::Session::commit`],
+    /// it once its state was committed by another fork (the same root at the
+    /// same height, even if built on since; see [`Overlay::is_committed`]). Like [`crate::Session::commit`],
     /// it returns the root; the witness is [`Overlay::witness`].
     ///
     /// Fails with [`Error::StaleSession`], changing nothing of its own, if the
@@ -292,8 +315,8 @@ impl Overlay {
         let shared = &self.node.shared;
         shared.store.check_usable()?;
         // An identical state is committed (the same root at the same
-        // height): nothing to write.
-        if shared.snapshots.head() != self.node.head {
+        // height), maybe built on since: nothing to write.
+        if !self.state_committed() {
             self.node.base.commit_parent()?;
             let prepared = pending.as_ref().ok_or(Error::StaleSession)?;
             if let Err(e) = shared.commit_prepared(prepared) {
