@@ -110,3 +110,25 @@ pub fn unhex(s: &str) -> Vec<u8> {
 pub fn key_from_hex(s: &str) -> Key {
     unhex(s).try_into().expect("32-byte key path")
 }
+
+/// Whether `test` can run on io_uring here. Without it the test fails,
+/// naming the reason, unless PAGETRIE_ALLOW_NO_URING is set: then it says on
+/// stderr that it is skipped (written past the harness's capture, so a
+/// passing run shows it) and the caller returns.
+pub fn io_uring_or_skip(test: &str) -> bool {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let options = pagetrie::Options::new(dir.path()).io_backend(pagetrie::IoBackend::IoUring);
+    let reason = match pagetrie::Db::open(options) {
+        Ok(_) => return true,
+        Err(e) => e.to_string(),
+    };
+    if std::env::var_os("PAGETRIE_ALLOW_NO_URING").is_none() {
+        panic!("{test}: io_uring unavailable ({reason}); set PAGETRIE_ALLOW_NO_URING=1 to skip it");
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: io_uring unavailable ({reason})"
+    );
+    false
+}
