@@ -55,8 +55,9 @@ impl Block {
 /// An owned block, like `BlockBuf` without its cost: glibc serves a 4096-aligned
 /// allocation of 4096 bytes from an 8 KiB chunk, so caches of boxed blocks took
 /// twice their size. Blocks come from a pool that carves them out of 2 MiB slabs
-/// and takes them back on drop; it never shrinks, so RSS is the peak of blocks
-/// alive at once.
+/// and takes them back on drop; free blocks that sit unused for a while are
+/// handed back to the kernel, so one burst (a huge value read once) does not
+/// raise RSS for good.
 pub(crate) struct BlockBuf(NonNull<Block>);
 
 // SAFETY: a BlockBuf owns its block exclusively, as a Box does.
@@ -138,6 +139,7 @@ pub(crate) use pool::release_free;
 mod pool {
     use std::alloc::{handle_alloc_error, Layout};
     use std::ptr::NonNull;
+    use std::time::{Duration, Instant};
 
     use parking_lot::Mutex;
 
@@ -145,57 +147,147 @@ mod pool {
 
     /// Blocks per slab: 2 MiB, large enough for the allocator to map it directly.
     const SLAB_BLOCKS: usize = 512;
+    /// Free blocks unused for a whole period are handed back to the kernel,
+    /// past the [`KEEP`] nearest use. Longer than a block's cycle, so a
+    /// commit's buffers stay resident from one block to the next.
+    const IDLE: Duration = Duration::from_secs(10);
+    /// Idle free blocks kept resident all the same (16 MiB).
+    const KEEP: usize = 4096;
+    /// Pool operations between looks at the clock.
+    const TICK: u32 = 4096;
 
-    struct Free(Vec<NonNull<Block>>);
+    /// The free blocks, a stack: the top is used first, so the bottom is
+    /// what sat unused longest.
+    pub(super) struct Pool {
+        free: Vec<NonNull<Block>>,
+        /// The bottom `released` free blocks have had their memory handed
+        /// back; they fault in as zero pages when next used.
+        released: usize,
+        /// The fewest free blocks since `since`: those below sat unused.
+        low: usize,
+        since: Option<Instant>,
+        ops: u32,
+    }
 
     // SAFETY: the free list holds blocks no BlockBuf owns.
-    unsafe impl Send for Free {}
+    unsafe impl Send for Pool {}
 
-    static FREE: Mutex<Free> = parking_lot::const_mutex(Free(Vec::new()));
+    static POOL: Mutex<Pool> = parking_lot::const_mutex(Pool::new());
 
     pub(super) fn take() -> BlockBuf {
-        let mut free = FREE.lock();
-        if let Some(block) = free.0.pop() {
-            return BlockBuf(block);
-        }
-        let first = slab();
-        free.0.extend((1..SLAB_BLOCKS).map(|i| {
-            // SAFETY: `i` is within the slab, so the pointer stays in its allocation.
-            unsafe { first.add(i) }
-        }));
-        BlockBuf(first)
+        POOL.lock().take(Instant::now)
     }
 
     pub(super) fn give_back(block: NonNull<Block>) {
-        FREE.lock().0.push(block);
+        POOL.lock().give(block, Instant::now)
     }
 
     /// Hands the memory of every free block back to the kernel; the blocks
-    /// stay in the pool and fault in as zero pages when next used. Free blocks
-    /// that lie next to each other go in one call.
+    /// stay in the pool and fault in as zero pages when next used.
     pub(crate) fn release_free() {
-        let free = FREE.lock();
-        let mut starts: Vec<usize> = free.0.iter().map(|b| b.as_ptr() as usize).collect();
-        starts.sort_unstable();
-        let mut i = 0;
-        while i < starts.len() {
-            let start = starts[i];
-            let mut end = start + BLOCK_SIZE;
-            i += 1;
-            while starts.get(i) == Some(&end) {
-                end += BLOCK_SIZE;
-                i += 1;
-            }
-            // SAFETY: [start, end) is whole free blocks of the pool's slabs,
-            // which are private anonymous mappings; no BlockBuf owns them
-            // while FREE is locked (blocks leave the list only under it), and
-            // MADV_DONTNEED there only swaps their contents for zero pages. A
-            // failure leaves the memory resident, nothing worse.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        let mut pool = POOL.lock();
+        let all = pool.free.len();
+        pool.release(all);
+    }
+
+    impl Pool {
+        pub(super) const fn new() -> Pool {
+            Pool {
+                free: Vec::new(),
+                released: 0,
+                low: 0,
+                since: None,
+                ops: 0,
             }
         }
+
+        pub(super) fn take(&mut self, now: impl FnOnce() -> Instant) -> BlockBuf {
+            let block = match self.free.pop() {
+                Some(block) => block,
+                None => {
+                    let first = slab();
+                    self.free.extend((1..SLAB_BLOCKS).map(|i| {
+                        // SAFETY: `i` is within the slab, so the pointer stays in its allocation.
+                        unsafe { first.add(i) }
+                    }));
+                    first
+                }
+            };
+            self.released = self.released.min(self.free.len());
+            self.low = self.low.min(self.free.len());
+            self.tick(now);
+            BlockBuf(block)
+        }
+
+        pub(super) fn give(&mut self, block: NonNull<Block>, now: impl FnOnce() -> Instant) {
+            self.free.push(block);
+            self.tick(now);
+        }
+
+        /// Every [`TICK`] operations: once a period has passed, releases
+        /// the free blocks that sat unused through it.
+        fn tick(&mut self, now: impl FnOnce() -> Instant) {
+            self.ops = self.ops.wrapping_add(1);
+            if self.ops % TICK == 0 {
+                self.look(now());
+            }
+        }
+
+        /// Ends the period if it has lasted [`IDLE`] at `now`.
+        pub(super) fn look(&mut self, now: Instant) {
+            match self.since {
+                Some(since) if now.duration_since(since) < IDLE => return,
+                Some(_) => self.release(self.low.saturating_sub(KEEP)),
+                None => {}
+            }
+            self.since = Some(now);
+            self.low = self.free.len();
+        }
+
+        /// Hands back the memory of the bottom `n` free blocks; blocks that
+        /// lie next to each other go in one call.
+        fn release(&mut self, n: usize) {
+            if n <= self.released {
+                return;
+            }
+            let mut starts: Vec<usize> = self.free[self.released..n]
+                .iter()
+                .map(|b| b.as_ptr() as usize)
+                .collect();
+            starts.sort_unstable();
+            let mut i = 0;
+            while i < starts.len() {
+                let start = starts[i];
+                let mut end = start + BLOCK_SIZE;
+                i += 1;
+                while starts.get(i) == Some(&end) {
+                    end += BLOCK_SIZE;
+                    i += 1;
+                }
+                // SAFETY: [start, end) is whole free blocks of the pool's slabs,
+                // which are private anonymous mappings; no BlockBuf owns them
+                // while the pool is borrowed mutably (blocks leave the list only
+                // through it), and MADV_DONTNEED there only swaps their
+                // contents for zero pages. A failure leaves the memory
+                // resident, nothing worse.
+                unsafe {
+                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+                }
+            }
+            self.released = n;
+        }
+
+        /// Free blocks whose memory is still resident.
+        #[cfg(test)]
+        pub(super) fn resident(&self) -> usize {
+            self.free.len() - self.released
+        }
     }
+
+    #[cfg(test)]
+    pub(super) const TEST_IDLE: Duration = IDLE;
+    #[cfg(test)]
+    pub(super) const TEST_KEEP: usize = KEEP;
 
     /// A new zeroed slab, never freed: its blocks cycle through the free list.
     ///
@@ -245,6 +337,49 @@ mod tests {
             let mut b = Block::for_read();
             (*b).0.fill(7);
             assert!((*b).0.iter().all(|&x| x == 7));
+        }
+    }
+
+    #[test]
+    fn free_blocks_unused_for_a_period_are_released_and_stay_usable() {
+        use std::time::Instant;
+        let mut pool = pool::Pool::new();
+        let start = Instant::now();
+        let at = |secs: u64| start + pool::TEST_IDLE * secs as u32;
+        // A burst: 20,000 blocks taken, written, given back.
+        let burst: Vec<BlockBuf> = (0..20_000).map(|_| pool.take(|| at(0))).collect();
+        pool.look(at(0));
+        for mut b in burst {
+            (*b).0.fill(3);
+            let b = std::mem::ManuallyDrop::new(b);
+            pool.give(b.0, || at(0));
+        }
+        let free = pool.resident();
+        assert!(free >= 20_000);
+        // Not a whole period yet: nothing is released.
+        pool.look(at(0));
+        assert_eq!(pool.resident(), free);
+        // A period in which a few blocks cycle: all but the kept ones and
+        // those in use are released.
+        pool.look(at(1));
+        let cycling: Vec<BlockBuf> = (0..100).map(|_| pool.take(|| at(1))).collect();
+        for b in cycling {
+            let b = std::mem::ManuallyDrop::new(b);
+            pool.give(b.0, || at(1));
+        }
+        pool.look(at(2));
+        assert!(
+            pool.resident() <= pool::TEST_KEEP + 100,
+            "{}",
+            pool.resident()
+        );
+        // Released blocks are taken again like any other.
+        let again: Vec<BlockBuf> = (0..20_000).map(|_| pool.take(|| at(2))).collect();
+        for mut b in again {
+            (*b).0[100] = 9;
+            assert_eq!((*b).0[100], 9);
+            let b = std::mem::ManuallyDrop::new(b);
+            pool.give(b.0, || at(2));
         }
     }
 }

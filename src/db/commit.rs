@@ -474,8 +474,12 @@ impl Shared {
         let chain = match (self.options.history, step) {
             (0, _) => Chain::default(),
             (_, Step::Keep) => {
-                batch.history = Some(undo.encode()?);
-                chain.pushed(undo.clone(), self.options.history_window())
+                let window = self.options.history_window();
+                // An undo the window drops as it is kept leaves no record.
+                if window.holds(&undo) {
+                    batch.history = Some(undo.encode()?);
+                }
+                chain.pushed(undo.clone(), window)
             }
             (_, Step::Rollback(depth)) => {
                 batch.history = Some(history::rollback_record(depth));

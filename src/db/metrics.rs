@@ -39,7 +39,9 @@ pub struct Metrics {
     /// Commits whose replaced values are kept in RAM because a live session
     /// began before them.
     pub retained_versions: u64,
-    /// Bytes those kept values take (bounded by the oldest live session).
+    /// Bytes those kept values take beyond what the history keeps of them
+    /// (bounded by the oldest live session, and by
+    /// [`crate::Options::snapshot_budget_mib`]).
     pub retained_version_bytes: u64,
     /// Commits the history reaches back ([`crate::Options::history`]).
     pub history_commits: u64,

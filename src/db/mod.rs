@@ -9,6 +9,7 @@
 mod build_dir;
 mod commit;
 mod export;
+mod hint_filter;
 mod history;
 mod import;
 mod metrics;
@@ -34,7 +35,7 @@ pub use overlay::Overlay;
 pub use restore::Restore;
 pub use session::{CommitOutput, Finished, Session};
 
-use history::{Chain, Head, Snapshots};
+use history::{Chain, Head, Replay, Snapshots};
 use metrics::CommitTimers;
 
 /// Keys with a value each (`None`: absent or deleted), sorted by key.
@@ -124,14 +125,20 @@ impl Db {
         let (keys_tx, keys_rx) = crossbeam_channel::unbounded();
         let (folds_tx, folds_rx) = crossbeam_channel::bounded(1);
         let meta = store.meta();
-        let records = store.take_history();
         let chain = match options.history {
-            0 if !records.is_empty() => {
+            // History off: whatever was kept before is dropped, unread.
+            0 => {
                 store.erase_history()?;
                 Chain::default()
             }
-            0 => Chain::default(),
-            _ => Chain::replay(records, &meta.root, options.history_window()),
+            _ => {
+                let mut replay = Replay::new(options.history_window());
+                store.read_history(|seqno, record| {
+                    replay.push(seqno, record);
+                    Ok(())
+                })?;
+                replay.finish(&meta.root)
+            }
         };
         let prefetch_hints = options.prefetch_hints;
         let snapshot_budget = options::mib_bytes(options.snapshot_budget_mib);

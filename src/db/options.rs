@@ -171,8 +171,10 @@ impl Options {
 
     /// RAM the old values kept for live snapshots (sessions, overlays and
     /// iterators that began before later commits) may take (default 512
-    /// MiB). Past it the oldest kept values are dropped and the snapshots
-    /// that needed them fail their next read with
+    /// MiB), beyond those the history keeps anyway ([`Options::history`]:
+    /// the two share the values, and count them once). Past it the oldest
+    /// kept values are dropped and the snapshots that needed them fail
+    /// their next read with
     /// [`crate::Error::SnapshotTooOld`], as MVCC databases do; a snapshot
     /// held across hundreds of blocks otherwise keeps every value they
     /// replaced.

@@ -1,11 +1,12 @@
 //! Sessions: a block's reads and buffered writes, then its commit.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::commit::Prepared;
+use super::hint_filter::HintFilter;
 use super::overlay::{Base, Overlay};
 use super::prefetch::Hint;
 use super::{KeyedValues, Reads, Shared};
@@ -98,22 +99,23 @@ pub struct Session {
     shared: Arc<Shared>,
     base: Base,
     writes: Mutex<BTreeMap<KeyWords, Option<Vec<u8>>>>,
-    /// Keys read and the hash of the value each had, if present.
-    reads: Mutex<Vec<(KeyPath, Option<ValueHash>)>>,
-    /// The keys hinted, each sent once: the fetcher's cache checks for a
-    /// key cost more than this set's probe.
-    hinted: Mutex<HashSet<KeyPath>>,
+    /// Keys read and the hash of the value each had, if present: each key
+    /// once, so a session that reads one key over and over holds one entry.
+    reads: Mutex<HashMap<KeyPath, Option<ValueHash>>>,
+    /// The keys hinted lately, so a key is sent once: the fetcher's cache
+    /// checks for a key cost more than this filter's probe. Of a fixed size.
+    hinted: Mutex<HintFilter>,
 }
 
 impl Session {
     /// A session on `base`.
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> Session {
         Session {
-            shared,
             base,
             writes: Mutex::new(BTreeMap::new()),
-            reads: Mutex::new(Vec::new()),
-            hinted: Mutex::default(),
+            reads: Mutex::new(HashMap::new()),
+            hinted: Mutex::new(HintFilter::new(shared.options.prefetch_hints)),
+            shared,
         }
     }
 
@@ -124,11 +126,13 @@ impl Session {
 
     /// A hint that `key` will be read or written: starts loading the trie pages on
     /// its path and the bucket of its value, unless this session hinted it
-    /// before. Reads and writes do not hint: without warning a prefetch can
+    /// lately (among about its last [`crate::Options::prefetch_hints`]
+    /// distinct keys; an older one is sent again, which costs the fetcher a
+    /// cache check). Reads and writes do not hint: without warning a prefetch can
     /// only start when the read does, and on the device it would slow the
     /// session's own reads more than it would shorten the commit.
     pub fn warm_up(&self, key: &KeyPath) {
-        if !self.hinted.lock().insert(*key) {
+        if !self.hinted.lock().insert(key) {
             return;
         }
         let hint = Hint {
@@ -155,7 +159,7 @@ impl Session {
         // leaf of a key that was read before it was written without reading
         // its bucket again.
         let hash = value.as_deref().map(hash_value);
-        self.reads.lock().push((*key, hash));
+        self.reads.lock().entry(*key).or_insert(hash);
         Ok(value)
     }
 
@@ -239,17 +243,22 @@ impl Session {
             .root)
     }
 
+    /// Entries in the read log.
+    #[cfg(test)]
+    pub(super) fn reads_logged(&self) -> usize {
+        self.reads.lock().len()
+    }
+
     /// The writes, sorted by key, and the reads.
     fn take(&self) -> (KeyedValues, Reads) {
         let writes = std::mem::take(&mut *self.writes.lock());
         let reads = std::mem::take(&mut *self.reads.lock());
         // Room for the written keys too, which a proving commit adds.
         let mut keys = Vec::with_capacity(reads.len() + writes.len());
-        keys.extend(reads.iter().map(|(k, _)| *k));
+        keys.extend(reads.keys());
         let mut seen: Vec<(KeyPath, ValueHash)> = Vec::with_capacity(reads.len());
         seen.extend(reads.into_iter().filter_map(|(k, h)| Some((k, h?))));
         seen.sort_unstable_by_key(|e| e.0);
-        seen.dedup_by(|a, b| a.0 == b.0);
         let writes = writes.into_iter().map(|(k, v)| (k.key(), v)).collect();
         (writes, Reads { keys, seen })
     }

@@ -103,7 +103,7 @@ pub(crate) struct Batch {
     /// them without reading them.
     pub(crate) notes: Notes,
     /// The commit's history record, if history is kept (see
-    /// [`super::Store::take_history`]).
+    /// [`super::Store::read_history`]).
     pub(crate) history: Option<Vec<u8>>,
     /// Room for the places of its early writes, from the batch before it.
     pub(super) places_room: usize,

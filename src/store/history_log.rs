@@ -17,35 +17,64 @@ use crate::Error;
 pub(super) const FILE: &str = "history";
 const MAGIC: &[u8; 8] = b"pthistry";
 
-/// The history file, and the records open found until the layer above
-/// takes them.
+/// The history file. Its records are read once, by the layer above
+/// ([`Store::read_history`]), a record at a time; until then the log's end is
+/// unknown, so anything that appends or trims reads them first, unseen.
 pub(super) struct HistoryLog {
-    pub(super) log: RecordLog,
-    found: Vec<(u64, Vec<u8>)>,
+    log: RecordLog,
+    /// The durable commit, while the records are unread.
+    unread: Option<u64>,
 }
 
-/// Opens the history of a database whose durable commit is `durable`: the
-/// records up to it, in order, with the rest of the file (a torn or
-/// undurable tail) cut off.
-pub(super) fn load(dir: &Dir, durable: u64) -> Result<HistoryLog, Error> {
-    let mut last = 0;
-    let mut log = RecordLog::open(dir, FILE, MAGIC)?;
-    let records = log.load(|seqno| {
-        if seqno > durable || seqno <= last {
-            return Keep::Stop;
-        }
-        last = seqno;
-        Keep::Record
-    })?;
-    let found = records
-        .kept
-        .into_iter()
-        .map(|(seqno, payload)| (seqno, records.bytes[payload].to_vec()))
-        .collect();
-    Ok(HistoryLog { log, found })
+/// Opens the history of a database whose durable commit is `durable`.
+pub(super) fn open(dir: &Dir, durable: u64) -> Result<HistoryLog, Error> {
+    Ok(HistoryLog {
+        log: RecordLog::open(dir, FILE, MAGIC)?,
+        unread: Some(durable),
+    })
 }
 
 impl HistoryLog {
+    /// Hands `each` the records up to the durable commit, in order, if they
+    /// are still unread, and cuts the rest of the file (a torn or undurable
+    /// tail).
+    fn read(&mut self, each: impl FnMut(u64, &[u8]) -> Result<(), Error>) -> Result<(), Error> {
+        let Some(durable) = self.unread else {
+            return Ok(());
+        };
+        let mut last = 0;
+        self.log.load(
+            |seqno| {
+                if seqno > durable || seqno <= last {
+                    return Keep::Stop;
+                }
+                last = seqno;
+                Keep::Record
+            },
+            each,
+        )?;
+        self.unread = None;
+        Ok(())
+    }
+
+    /// The log, its records read.
+    pub(super) fn ready(&mut self) -> Result<&mut RecordLog, Error> {
+        self.read(|_, _| Ok(()))?;
+        Ok(&mut self.log)
+    }
+
+    /// Notes the record of commit `seqno`, `blocks` long, as durable; the
+    /// log was made [`HistoryLog::ready`] to prepare it.
+    pub(super) fn appended(&mut self, seqno: u64, blocks: u64) {
+        self.log.appended(seqno, blocks);
+    }
+
+    /// The log as it is, read or not: for what needs only its file.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub(super) fn file(&self) -> &std::sync::Arc<crate::io::DataFile> {
+        self.log.file()
+    }
+
     /// The block from which dropping the records before commit `keep_from`
     /// would shrink the file enough to rewrite it, if it would.
     fn trim_point(&self, keep_from: u64, min_blocks: u64) -> Option<u64> {
@@ -56,11 +85,15 @@ impl HistoryLog {
 }
 
 impl Store {
-    /// The history records open found, oldest first, each with its commit's
-    /// seqno: those of every durable commit that wrote one since the file was
-    /// last emptied or trimmed. Taken once; later calls return none.
-    pub(crate) fn take_history(&self) -> Vec<(u64, Vec<u8>)> {
-        std::mem::take(&mut self.history.lock().found)
+    /// Hands `each` the history records of every durable commit that wrote
+    /// one since the file was last emptied or trimmed, oldest first, each
+    /// with its commit's seqno, one at a time: open holds what the layer
+    /// above keeps of them, not the file. Once; later calls hand none.
+    pub(crate) fn read_history(
+        &self,
+        each: impl FnMut(u64, &[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.history.lock().read(each)
     }
 
     /// Drops the history records of commits before `keep_from` when that
@@ -72,6 +105,9 @@ impl Store {
             return;
         }
         let mut history = self.history.lock();
+        if history.ready().is_err() {
+            return;
+        }
         if let Some(first) = history.trim_point(keep_from, self.tuning.trim_blocks) {
             let _ = history
                 .log
@@ -83,6 +119,15 @@ impl Store {
     pub(crate) fn erase_history(&self) -> Result<(), Error> {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
-        self.history.lock().log.erase()
+        let mut history = self.history.lock();
+        // An empty file stays as it is: open with no history syncs nothing.
+        if history.log.is_empty()? {
+            history.unread = None;
+            return Ok(());
+        }
+        history.log.erase()?;
+        // Nothing left to read.
+        history.unread = None;
+        Ok(())
     }
 }

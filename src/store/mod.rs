@@ -109,7 +109,7 @@ impl Store {
         let seed = recovery::random_seed();
         let catalog =
             catalog::Keeper::open(&dir, &durable.meta, &durable.map, seed, &config.tuning)?;
-        let history = history_log::load(&dir, durable.meta.seqno)?;
+        let history = history_log::open(&dir, durable.meta.seqno)?;
         Ok(Store {
             io,
             targets,
@@ -164,7 +164,7 @@ impl Store {
     /// Every file, for tests that model power loss.
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) fn files(&self) -> Vec<Arc<DataFile>> {
-        let history = self.history.lock().log.file().clone();
+        let history = self.history.lock().file().clone();
         let log = self.catalog.lock().log.file().clone();
         self.targets
             .iter()

@@ -127,7 +127,7 @@ impl Store {
         }
         map_file.reserve(meta.map_blocks)?;
         let history = match batch.history.take() {
-            Some(payload) => Some(self.history.lock().log.prepare(
+            Some(payload) => Some(self.history.lock().ready()?.prepare(
                 &self.dir,
                 meta.seqno,
                 &[&payload],
@@ -150,7 +150,7 @@ impl Store {
                 *self.durable.write() = Durable { meta, map };
                 self.catalog.lock().log.appended(meta.seqno, record_blocks);
                 if let Some(blocks) = history_blocks {
-                    self.history.lock().log.appended(meta.seqno, blocks);
+                    self.history.lock().appended(meta.seqno, blocks);
                 }
             }
             Err(_) => self.poisoned.store(true, Ordering::SeqCst),

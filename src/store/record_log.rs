@@ -24,15 +24,6 @@ pub(super) enum Keep {
     Stop,
 }
 
-/// A log's bytes and the records kept from them: each one's seqno and where
-/// its payload lies in the bytes.
-pub(super) struct Records {
-    pub(super) bytes: Vec<u8>,
-    pub(super) kept: Vec<(u64, Range<usize>)>,
-    /// Where the log's last record (kept or passed over) ends, in bytes.
-    end: usize,
-}
-
 /// An open record log.
 pub(super) struct RecordLog {
     file: Arc<DataFile>,
@@ -77,53 +68,82 @@ impl RecordLog {
         })
     }
 
-    /// The records `keep` accepts, oldest first, up to the first it stops at
-    /// or that does not check. What follows them (a torn or undurable tail)
-    /// is cut off: the next record goes there.
-    pub(super) fn load(&mut self, keep: impl FnMut(u64) -> Keep) -> Result<Records, Error> {
-        let records = self.read(keep)?;
-        self.end = (records.end / BLOCK_SIZE) as u64;
-        self.starts = records
-            .kept
-            .iter()
-            .map(|(seqno, payload)| {
-                let first = (payload.start - framing::HEADER) / BLOCK_SIZE;
-                (*seqno, first as u64)
-            })
-            .collect();
-        if records.bytes.len() != records.end {
-            self.file.truncate(self.end)?;
-        }
-        Ok(records)
-    }
-
-    /// The records on disk now, as [`RecordLog::load`] finds them, before
-    /// it cuts what follows them.
-    fn read(&self, mut keep: impl FnMut(u64) -> Keep) -> Result<Records, Error> {
-        let bytes = self.file.read_bytes(0, u64::MAX)?;
-        let (mut at, mut kept) = (0, Vec::new());
-        while let Some((seqno, payload, next)) = framing::parse(self.magic, &bytes, at) {
+    /// Hands `each` the payload of every record `keep` accepts, oldest first,
+    /// up to the first it stops at or that does not check. Records are read
+    /// one at a time, so open holds one record, not the log. What follows
+    /// them (a torn or undurable tail) is cut off: the next record goes there.
+    pub(super) fn load(
+        &mut self,
+        mut keep: impl FnMut(u64) -> Keep,
+        mut each: impl FnMut(u64, &[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let len = self.file.byte_len()?;
+        let (mut at, mut starts) = (0, VecDeque::new());
+        while let Some((seqno, bytes, payload, blocks)) = self.read_record(at, len)? {
             match keep(seqno) {
                 Keep::Stop => break,
                 Keep::Skip => {}
                 Keep::Record => {
-                    let start = at + framing::HEADER;
-                    kept.push((seqno, start..start + payload.len()));
+                    starts.push_back((seqno, at));
+                    each(seqno, &bytes[payload])?;
                 }
             }
-            at = next;
+            at += blocks;
         }
-        Ok(Records {
-            bytes,
-            kept,
-            end: at,
-        })
+        self.end = at;
+        self.starts = starts;
+        if len != at * BLOCK_SIZE as u64 {
+            self.file.truncate(at)?;
+        }
+        Ok(())
+    }
+
+    /// The record at block `at` of the file, `len` bytes long: its seqno, its
+    /// bytes, where its payload lies in them, and its length in blocks;
+    /// `None` if none checks there.
+    #[allow(clippy::type_complexity)]
+    fn read_record(
+        &self,
+        at: u64,
+        len: u64,
+    ) -> Result<Option<(u64, Vec<u8>, Range<usize>, u64)>, Error> {
+        let block = BLOCK_SIZE as u64;
+        let whole = len / block;
+        if at >= whole {
+            return Ok(None);
+        }
+        let mut bytes = self.file.read_bytes(at, at + 1)?;
+        let Some(head) = framing::Head::parse(self.magic, &bytes) else {
+            return Ok(None);
+        };
+        // A length past the file's end is a torn or damaged header: never
+        // read (or allocated) past what is there.
+        let blocks = (framing::HEADER as u64)
+            .checked_add(head.len)
+            .map(|n| n.div_ceil(block))
+            .filter(|&n| n <= whole - at);
+        let Some(blocks) = blocks else {
+            return Ok(None);
+        };
+        if blocks > 1 {
+            bytes.extend(self.file.read_bytes(at + 1, at + blocks)?);
+        }
+        let Some((seqno, payload, _)) = framing::parse(self.magic, &bytes, 0) else {
+            return Ok(None);
+        };
+        let payload = framing::HEADER..framing::HEADER + payload.len();
+        Ok(Some((seqno, bytes, payload, blocks)))
     }
 
     /// The file, for power-loss tests.
     #[cfg(any(test, feature = "fault-injection"))]
     pub(super) fn file(&self) -> &Arc<DataFile> {
         &self.file
+    }
+
+    /// Whether the file holds nothing at all.
+    pub(super) fn is_empty(&self) -> Result<bool, Error> {
+        Ok(self.file.byte_len()? == 0)
     }
 
     /// The log's length in blocks.

@@ -1,7 +1,7 @@
 //! The chain of retained undos, newest last, that links each retained root
 //! to the one before it, and the window that bounds it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use super::undo::{decode, Record, Undo};
@@ -44,49 +44,74 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    /// Drops undos from the front of `undos` (oldest first) until it fits.
-    fn fit(&self, undos: &mut Vec<Arc<Undo>>) {
-        let mut bytes: usize = undos.iter().map(|undo| undo.bytes()).sum();
-        let mut over = undos.len().saturating_sub(self.commits);
-        for undo in &undos[..over] {
-            bytes -= undo.bytes();
+    /// Drops undos from the front of `undos` (oldest first), which take
+    /// `bytes` in all, until it fits; returns what the rest take.
+    fn fit(&self, undos: &mut VecDeque<Arc<Undo>>, mut bytes: usize) -> usize {
+        while undos.len() > self.commits || (bytes > self.bytes && !undos.is_empty()) {
+            if let Some(undo) = undos.pop_front() {
+                bytes -= undo.bytes();
+            }
         }
-        while bytes > self.bytes && over < undos.len() {
-            bytes -= undos[over].bytes();
-            over += 1;
-        }
-        undos.drain(..over);
+        bytes
+    }
+
+    /// Whether a commit's `undo` fits at all: one that does not would be
+    /// dropped as it is kept, so no record of it is written.
+    pub(crate) fn holds(&self, undo: &Undo) -> bool {
+        self.commits > 0 && undo.bytes() <= self.bytes
     }
 }
 
-/// The retained undos, oldest first; shared, so a reader keeps the chain it
-/// began with while commits go on.
-#[derive(Clone, Default)]
-pub(crate) struct Chain(Arc<Vec<Arc<Undo>>>);
+/// The chain a store's history records rebuild at open, fed one record at a
+/// time, oldest first, and kept within the window as it goes: open holds the
+/// window's undos and one record, in time linear in the records.
+pub(crate) struct Replay {
+    undos: VecDeque<Arc<Undo>>,
+    bytes: usize,
+    window: Window,
+}
 
-impl Chain {
-    /// The chain the store's `records` (oldest first) leave behind a head of
-    /// root `head`, at most `window` long: the one the commits that made them
-    /// left, if `window` has not changed since. Undos that do not link up to the
-    /// head (history was off for a while, or the file was damaged) are not
-    /// kept: the history then reaches back less far, never to a wrong state.
-    pub(crate) fn replay(records: Vec<(u64, Vec<u8>)>, head: &Node, window: Window) -> Chain {
-        let mut undos: Vec<Arc<Undo>> = Vec::new();
-        for (seqno, bytes) in records {
-            match decode(seqno, &bytes) {
-                // The window applies at each step, as it did when they were made.
-                Some(Record::Undo(undo)) => {
-                    undos.push(Arc::new(undo));
-                    window.fit(&mut undos);
+impl Replay {
+    pub(crate) fn new(window: Window) -> Replay {
+        Replay {
+            undos: VecDeque::new(),
+            bytes: 0,
+            window,
+        }
+    }
+
+    /// Applies the record of commit `seqno`.
+    pub(crate) fn push(&mut self, seqno: u64, bytes: &[u8]) {
+        match decode(seqno, bytes) {
+            // The window applies at each step, as it did when they were made.
+            Some(Record::Undo(undo)) => {
+                self.bytes += undo.bytes();
+                self.undos.push_back(Arc::new(undo));
+                self.bytes = self.window.fit(&mut self.undos, self.bytes);
+            }
+            Some(Record::Rollback(dropped)) => {
+                for _ in 0..dropped.min(self.undos.len()) {
+                    if let Some(undo) = self.undos.pop_back() {
+                        self.bytes -= undo.bytes();
+                    }
                 }
-                Some(Record::Rollback(dropped)) => {
-                    undos.truncate(undos.len().saturating_sub(dropped))
-                }
-                // Checked but unreadable (another build's, say): a gap, like
-                // commits made with no history.
-                None => undos.clear(),
+            }
+            // Checked but unreadable (another build's, say): a gap, like
+            // commits made with no history.
+            None => {
+                self.undos.clear();
+                self.bytes = 0;
             }
         }
+    }
+
+    /// The chain behind a head of root `head`: the one the commits that made
+    /// the records left, if the window has not changed since. Undos that do
+    /// not link up to the head (history was off for a while, a commit's undo
+    /// outgrew the window, or the file was damaged) are not kept: the
+    /// history then reaches back less far, never to a wrong state.
+    pub(crate) fn finish(self, head: &Node) -> Chain {
+        let mut undos = self.undos;
         let mut expected = *head;
         let linked = undos
             .iter()
@@ -98,9 +123,16 @@ impl Chain {
             })
             .count();
         undos.drain(..undos.len() - linked);
-        Chain(Arc::new(undos))
+        Chain(Arc::new(undos.into()))
     }
+}
 
+/// The retained undos, oldest first; shared, so a reader keeps the chain it
+/// began with while commits go on.
+#[derive(Clone, Default)]
+pub(crate) struct Chain(Arc<Vec<Arc<Undo>>>);
+
+impl Chain {
     /// How many commits back it reaches.
     pub(crate) fn len(&self) -> usize {
         self.0.len()
@@ -158,10 +190,11 @@ impl Chain {
 
     /// The chain after a commit that kept `undo`, within `window`.
     pub(crate) fn pushed(&self, undo: Arc<Undo>, window: Window) -> Chain {
-        let mut undos: Vec<Arc<Undo>> = self.0.as_ref().clone();
-        undos.push(undo);
-        window.fit(&mut undos);
-        Chain(Arc::new(undos))
+        let mut undos: VecDeque<Arc<Undo>> = self.0.iter().cloned().collect();
+        undos.push_back(undo);
+        let bytes = undos.iter().map(|undo| undo.bytes()).sum();
+        window.fit(&mut undos, bytes);
+        Chain(Arc::new(undos.into()))
     }
 
     /// The chain after a rollback of `depth` commits.
@@ -174,6 +207,11 @@ impl Chain {
     /// commit) if none.
     pub(crate) fn keep_from(&self, next: u64) -> u64 {
         self.0.first().map_or(next, |undo| undo.seqno)
+    }
+
+    /// Its undos, oldest first.
+    pub(crate) fn undos(&self) -> impl Iterator<Item = &Arc<Undo>> {
+        self.0.iter()
     }
 
     /// The RAM it holds.

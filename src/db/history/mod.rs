@@ -13,7 +13,7 @@
 //!   oldest live session's base, pinned through [`Pin`] only.
 //!
 //! The store keeps a record per commit (the undo, or how many undos a
-//! rollback dropped); open replays them ([`Chain::replay`]). Owns the
+//! rollback dropped); open replays them ([`Replay`]). Owns the
 //! records' layout, the chain, the window and the pins; knows nothing of
 //! blocks, and of pages only the top ones an undo keeps as they were.
 
@@ -22,6 +22,6 @@ mod chain;
 mod snapshots;
 mod undo;
 
-pub(super) use chain::{Chain, Window};
+pub(super) use chain::{Chain, Replay, Window};
 pub(super) use snapshots::{Head, Pin, Snapshots};
 pub(super) use undo::{rollback_record, Undo, KEPT_PAGE_LEVEL};

@@ -22,7 +22,7 @@
 //! Owns the head and the sessions' pins, taken and released only through
 //! [`Pin`]. Knows nothing of blocks or the trie: it sees keys and values only.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use parking_lot::RwLock;
 
@@ -61,6 +61,7 @@ pub(crate) struct Retained {
     pub(crate) sessions: u64,
     /// Undos kept for sessions.
     pub(crate) undos: u64,
+    /// What those not in the history take.
     pub(crate) bytes: u64,
     /// Commits the history reaches back, and the RAM it holds.
     pub(crate) history: u64,
@@ -197,10 +198,11 @@ impl Snapshots {
 
     pub(crate) fn retained(&self) -> Retained {
         let state = self.state.read();
+        let kept: HashSet<*const Undo> = state.chain.undos().map(Arc::as_ptr).collect();
         Retained {
             sessions: state.pins.values().sum::<usize>() as u64,
             undos: state.undos.len() as u64,
-            bytes: state.bytes as u64,
+            bytes: state.own_bytes(&kept) as u64,
             history: state.chain.len() as u64,
             history_bytes: state.chain.bytes() as u64,
         }
@@ -274,17 +276,35 @@ impl SnapshotState {
         {
             self.pop();
         }
-        while self.bytes > self.budget
+        // Undos the history's chain keeps too cost the budget nothing: they
+        // stay in RAM either way, so dropping them would refuse snapshots
+        // whose values are still here.
+        let kept: HashSet<*const Undo> = self.chain.undos().map(Arc::as_ptr).collect();
+        let mut own = self.own_bytes(&kept);
+        while own > self.budget
             && self
                 .undos
                 .front()
                 .is_some_and(|undo| undo.seqno < self.head.seqno)
         {
             if let Some(undo) = self.pop() {
+                if !kept.contains(&Arc::as_ptr(&undo)) {
+                    own -= undo.bytes();
+                }
                 // A base at the dropped commit or after needs none of it.
                 self.floor = self.floor.max(undo.seqno);
             }
         }
+    }
+
+    /// Bytes of the undos only the snapshots keep: not in `kept`, the
+    /// chain's.
+    fn own_bytes(&self, kept: &HashSet<*const Undo>) -> usize {
+        self.undos
+            .iter()
+            .filter(|undo| !kept.contains(&Arc::as_ptr(undo)))
+            .map(|undo| undo.bytes())
+            .sum()
     }
 
     fn pop(&mut self) -> Option<Arc<Undo>> {

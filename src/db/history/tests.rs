@@ -23,7 +23,11 @@ fn commits(n: usize) -> Window {
 }
 
 fn records(items: Vec<(u64, Vec<u8>)>, head: u8, window: usize) -> Chain {
-    Chain::replay(items, &[head; 32], commits(window))
+    let mut replay = Replay::new(commits(window));
+    for (seqno, bytes) in items {
+        replay.push(seqno, &bytes);
+    }
+    replay.finish(&[head; 32])
 }
 
 #[test]

@@ -56,7 +56,9 @@ fn overwrite(db: &Db, fill: u8) {
 #[test]
 fn a_snapshot_past_its_budget_is_too_old_and_the_ram_stays_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(Options::new(dir.path()).snapshot_budget_mib(1)).unwrap();
+    // No history: the snapshots alone hold the old values.
+    let options = Options::new(dir.path()).history(0);
+    let db = Db::open(options.snapshot_budget_mib(1)).unwrap();
     overwrite(&db, 0);
     let old = db.begin_session();
     let mut expired = None;
@@ -95,7 +97,8 @@ fn a_snapshot_past_its_budget_is_too_old_and_the_ram_stays_bounded() {
 #[test]
 fn an_iterator_past_its_snapshot_budget_fails_too_old() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(Options::new(dir.path()).snapshot_budget_mib(1)).unwrap();
+    let options = Options::new(dir.path()).history(0);
+    let db = Db::open(options.snapshot_budget_mib(1)).unwrap();
     overwrite(&db, 0);
     // Created now, read after the commits: its snapshot is this commit.
     let mut entries = db.iter_range(&[0; 32], None).unwrap();
@@ -103,6 +106,39 @@ fn an_iterator_past_its_snapshot_budget_fails_too_old() {
         overwrite(&db, fill);
     }
     assert!(matches!(entries.next(), Some(Err(Error::SnapshotTooOld))));
+}
+
+#[test]
+fn a_snapshot_whose_values_the_history_keeps_is_never_too_old() {
+    let dir = tempfile::tempdir().unwrap();
+    // The history keeps every undo: 1 MiB for snapshots holds none of them.
+    let options = Options::new(dir.path()).history(64).history_budget_mib(64);
+    let db = Db::open(options.snapshot_budget_mib(1)).unwrap();
+    overwrite(&db, 0);
+    let old = db.begin_session();
+    let mut entries = db.iter_range(&[0; 32], None).unwrap();
+    for fill in 1..20u8 {
+        overwrite(&db, fill);
+        assert_eq!(db.metrics().retained_version_bytes, 0, "commit {fill}");
+        assert_eq!(old.read(&[1; 32]).unwrap(), Some(vec![0; 4096]));
+    }
+    assert_eq!(entries.next().unwrap().unwrap().1, vec![0; 4096]);
+    // Past the history's window the snapshot holds them itself, within
+    // its budget, then expires.
+    let mut expired = false;
+    for fill in 20..90u8 {
+        overwrite(&db, fill);
+        assert!(db.metrics().retained_version_bytes <= 1 << 20);
+        match old.read(&[1; 32]) {
+            Ok(value) => assert_eq!(value, Some(vec![0; 4096])),
+            Err(Error::SnapshotTooOld) => {
+                expired = true;
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(expired);
 }
 
 #[test]
@@ -124,6 +160,55 @@ fn the_history_keeps_fewer_commits_past_its_byte_budget() {
     drop(db);
     let db = Db::open(options).unwrap();
     assert_eq!(db.roots().unwrap(), roots);
+}
+
+#[test]
+fn a_session_logs_each_key_it_reads_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(Options::new(dir.path())).unwrap();
+    overwrite(&db, 1);
+    let session = db.begin_session();
+    for i in 0..10_000u32 {
+        let key = [(i % 3) as u8; 32];
+        assert_eq!(session.read(&key).unwrap(), Some(vec![1; 4096]));
+    }
+    assert_eq!(session.reads_logged(), 3);
+    let out = session.commit_and_prove().unwrap();
+    let verified = out.witness.proof.verify(&out.prev_root).unwrap();
+    let hash = crate::trie::hash_value(&[1; 4096]);
+    for k in 0..3u8 {
+        verified.confirm(&[k; 32], Some(&hash)).unwrap();
+    }
+}
+
+#[test]
+fn an_undo_larger_than_the_history_budget_writes_no_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new(dir.path()).history_budget_mib(1);
+    let db = Db::open(options.clone()).unwrap();
+    let session = db.begin_session();
+    for i in 0..512u32 {
+        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
+        session.write(key, Some(vec![1; 4096]));
+    }
+    session.commit().unwrap();
+    let history = dir.path().join("history");
+    let before = std::fs::metadata(&history).unwrap().len();
+    // 512 values of 4 KiB replaced: a 2 MiB undo, over the budget alone.
+    let session = db.begin_session();
+    for i in 0..512u32 {
+        let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
+        session.write(key, Some(vec![2; 4096]));
+    }
+    session.commit().unwrap();
+    assert_eq!(std::fs::metadata(&history).unwrap().len(), before);
+    assert_eq!(db.roots().unwrap().len(), 1);
+    // A small commit after it is kept, and reopens.
+    overwrite(&db, 3);
+    assert_eq!(db.roots().unwrap().len(), 2);
+    let roots = db.roots().unwrap();
+    drop(db);
+    assert_eq!(Db::open(options).unwrap().roots().unwrap(), roots);
 }
 
 #[test]

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use super::chained_sum::ChainedSum;
 use super::framing::to_blocks;
 use super::persist::write_blocks;
-use super::record_log::{Keep, RecordLog, Records};
+use super::record_log::{Keep, RecordLog};
 use super::slot_map::{SlotMap, SLOTTED};
 use super::{Meta, Target};
 use crate::block::{Block, BLOCK_SIZE};
@@ -281,7 +281,7 @@ fn load(
 ) -> Result<Found, Error> {
     // Without a catalog file the log has nothing to join: it is emptied unread.
     if let Some(catalog_file) = read_file(dir).filter(|(base, ..)| *base <= durable.seqno) {
-        let records = log.load(since(catalog_file.0, durable.seqno))?;
+        let records = LogPayloads::load(log, catalog_file.0, durable.seqno)?;
         if let Some(found) = usable(catalog_file, records, durable, map, recent_max) {
             return Ok(found);
         }
@@ -301,13 +301,20 @@ fn load(
 /// payloads kept for the next fold if they total at most `recent_max` bytes.
 fn usable(
     (base, seed, catalog_file): (u64, u64, Vec<u8>),
-    records: Records,
+    records: LogPayloads,
     durable: &Meta,
     map: &SlotMap,
     recent_max: usize,
 ) -> Option<Found> {
     let file_blocks = 1 + catalog_file.len().div_ceil(BLOCK_SIZE) as u64;
-    let (after, lens) = payloads(records, base, durable.seqno)?;
+    if records.last != durable.seqno {
+        return None;
+    }
+    let LogPayloads {
+        joined: after,
+        lens,
+        ..
+    } = records;
     let mut recent = Recent::new(base, recent_max);
     // One payload per record, as a fold streams each in its own order;
     // copied until they no longer fit (about 400 MB of log at 2^27 do not).
@@ -344,25 +351,31 @@ fn since(base: u64, durable: u64) -> impl FnMut(u64) -> Keep {
     }
 }
 
-/// The payloads of `records` (taken by [`since`]), joined, and each one's
-/// length; `None` unless they reach `durable`.
-fn payloads(records: Records, base: u64, durable: u64) -> Option<(Vec<u8>, Vec<usize>)> {
-    if records.kept.last().map_or(base, |(seqno, _)| *seqno) != durable {
-        return None;
+/// The payloads of the log's records that [`since`] takes, joined, each
+/// one's length, and the last one's commit.
+struct LogPayloads {
+    joined: Vec<u8>,
+    lens: Vec<usize>,
+    last: u64,
+}
+
+impl LogPayloads {
+    /// Reads them from `log`, after the catalog file of commit `base` up to
+    /// the `durable` one.
+    fn load(log: &mut RecordLog, base: u64, durable: u64) -> Result<LogPayloads, Error> {
+        let mut out = LogPayloads {
+            joined: Vec::new(),
+            lens: Vec::new(),
+            last: base,
+        };
+        log.load(since(base, durable), |seqno, payload| {
+            out.joined.extend_from_slice(payload);
+            out.lens.push(payload.len());
+            out.last = seqno;
+            Ok(())
+        })?;
+        Ok(out)
     }
-    // Moved to the front of the log's own buffer rather than copied: open
-    // holds them beside the whole catalog file.
-    let mut after = records.bytes;
-    let mut len = 0;
-    let mut lens = Vec::with_capacity(records.kept.len());
-    for (_, range) in records.kept {
-        let n = range.len();
-        after.copy_within(range, len);
-        len += n;
-        lens.push(n);
-    }
-    after.truncate(len);
-    Some((after, lens))
 }
 
 /// A catalog file's block 0 (layout in docs/format.md).
