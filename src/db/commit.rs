@@ -13,10 +13,9 @@ use parking_lot::{Mutex, MutexGuard};
 
 use super::history::{self, Chain, Head, Undo, KEPT_PAGE_LEVEL};
 use super::metrics::CommitTimers;
-use super::overlay::Base;
 use super::prefetch::Hint;
 use super::{CommitOutput, KeyedValues, Reads, Shared};
-use crate::page_store::{PagePlan, PageStore};
+use crate::page_store::PagePlan;
 use crate::store::{Batch, Target};
 use crate::trie::page_id::PageId;
 use crate::trie::proof::{MultiProof, Witness};
@@ -64,15 +63,19 @@ pub(super) enum Step {
 /// run again takes it as it is: the changes with their value hashes, the
 /// keys its witness proves (sorted, each once) and the value hashes the
 /// session saw.
-struct UpdateInput {
-    changes: Vec<Change>,
+pub(super) struct UpdateInput {
+    pub(super) changes: Vec<Change>,
     keys: Vec<KeyPath>,
     seen: Vec<(KeyPath, ValueHash)>,
 }
 
 impl UpdateInput {
     /// With `prove`, the witness proves the written keys as well as the read.
-    fn new(writes: &KeyedValues, reads: Reads, prove: bool) -> Result<UpdateInput, Error> {
+    pub(super) fn new(
+        writes: &KeyedValues,
+        reads: Reads,
+        prove: bool,
+    ) -> Result<UpdateInput, Error> {
         for (_, value) in writes {
             crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
         }
@@ -97,7 +100,7 @@ impl UpdateInput {
 }
 
 impl Prepared {
-    fn new(
+    pub(super) fn new(
         base: Head,
         writes: KeyedValues,
         changes: Vec<Change>,
@@ -162,17 +165,6 @@ impl Shared {
         Ok((writer, head))
     }
 
-    /// Takes the writer lock and checks that the stores show `base`'s state
-    /// under its unwritten changes.
-    fn writer_seeing(&self, base: &Base) -> Result<MutexGuard<'_, ()>, Error> {
-        let writer = self.writer.lock();
-        self.store.check_usable()?;
-        if !base.sees(self.snapshots.head()) {
-            return Err(Error::StaleSession);
-        }
-        Ok(writer)
-    }
-
     /// Commits `writes` (sorted by key, each key once) on top of `base`, the
     /// committed head; with `prove`, the witness proves `reads` and the
     /// written keys against its root.
@@ -183,6 +175,7 @@ impl Shared {
         reads: Reads,
         prove: bool,
     ) -> Result<CommitOutput, Error> {
+        let started = Instant::now();
         let (_writer, head) = self.writer_at(base)?;
         let _busy = self.store.io().busy();
         let workers = self.options.commit_workers;
@@ -190,6 +183,7 @@ impl Shared {
             self.prepare_and_plan(head, writes, reads, prove, workers)?;
         let pages = std::mem::take(&mut prepared.pages);
         self.apply(&prepared, pages, Some(building))?;
+        self.report_commit(head.seqno + 1, started);
         Ok(prepared.into_output())
     }
 
@@ -234,63 +228,33 @@ impl Shared {
         Ok((prepared, building))
     }
 
-    /// The trie update and witness of `writes` on `base`, beside commits: a
-    /// commit of an overlay on `base`'s chain changes nothing the update sees
-    /// through `base`'s view, so a pipeline's next block is finished while
-    /// its parent commits. If any other commit landed meanwhile, the update
-    /// runs again under the writer lock.
-    pub(super) fn finish(
-        &self,
-        base: &Base,
-        writes: KeyedValues,
-        reads: Reads,
-        prove: bool,
-    ) -> Result<Prepared, Error> {
-        let _busy = self.store.io().busy();
-        let start = {
-            let _writer = self.writer_seeing(base)?;
-            self.snapshots.head()
-        };
-        let workers = self.options.commit_workers;
-        let unwritten = base.unwritten.as_ref();
-        let input = UpdateInput::new(&writes, reads, prove)?;
-        let trie = self.update(base.head, &input, unwritten, workers, None);
-        let _writer = self.writer_seeing(base)?;
-        let on_chain = |heads: Vec<Head>| heads.into_iter().all(|head| base.sees(head));
-        let mut trie = match trie {
-            Ok(trie)
-                if self
-                    .snapshots
-                    .heads_after(start.seqno)
-                    .is_some_and(on_chain) =>
-            {
-                trie
-            }
-            // Dropped first: its page changes are a commit's worth of RAM.
-            // A deeper chain whose ancestors committed meanwhile lands here
-            // too, since a committed overlay lets go of its parent.
-            first => {
-                drop(first);
-                self.update(base.head, &input, unwritten, workers, None)?
-            }
-        };
-        // A finished block's pages are shared with the overlays built on it.
-        PageStore::seal_shared(&mut trie.pages);
-        Ok(Prepared::new(base.head, writes, input.changes, trie, prove))
-    }
-
     /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
     /// the head; a refusal leaves `prepared` committable.
     pub(super) fn commit_prepared(&self, prepared: &Prepared) -> Result<(), Error> {
+        let started = Instant::now();
         let _writer = self.writer_at(prepared.base)?;
         let _busy = self.store.io().busy();
-        self.apply(prepared, prepared.pages.clone(), None)
+        self.apply(prepared, prepared.pages.clone(), None)?;
+        self.report_commit(prepared.base.seqno + 1, started);
+        Ok(())
     }
 
-    /// A multi-proof of `keys` at `base`.
-    pub(super) fn prove(&self, base: &Base, keys: &[KeyPath]) -> Result<MultiProof, Error> {
-        let _writer = self.writer_seeing(base)?;
-        self.prove_locked(base.head, keys, base.unwritten.as_ref())
+    /// Tells the operator what a commit that landed met: a commit slower
+    /// than [`crate::Options::slow_commit_threshold`], hints dropped since
+    /// the last commit.
+    fn report_commit(&self, seqno: u64, started: Instant) {
+        let took = started.elapsed();
+        if took >= self.options.slow_commit_threshold {
+            tracing::warn!(seqno, ms = took.as_millis() as u64, "slow commit");
+        }
+        let dropped = self.hints.dropped_since_report();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                limit = self.options.prefetch_hints,
+                "prefetch hints dropped since the last commit: the queue was full"
+            );
+        }
     }
 
     /// A multi-proof of `keys` at the head.
@@ -349,7 +313,7 @@ impl Shared {
     /// `unwritten`) on `workers` threads, with its witness. With `staging`,
     /// the page changes go to its batch, and to the disk, as the workers
     /// finish them.
-    fn update(
+    pub(super) fn update(
         &self,
         head: Head,
         input: &UpdateInput,

@@ -106,6 +106,7 @@ impl Db {
     /// [`Error::Corrupt`] (never a panic) if its files are damaged.
     pub fn open(options: Options) -> Result<Db, Error> {
         options.validate()?;
+        let started = std::time::Instant::now();
         let config = StoreConfig {
             backend: options.io_backend,
             tuning: options.tuning,
@@ -165,6 +166,14 @@ impl Db {
         let fetcher = prefetch::start(Arc::downgrade(&shared), keys_rx)?;
         let warmer = prefetch::start_warming(Arc::downgrade(&shared))?;
         let folder = start_folding(Arc::downgrade(&shared), folds_rx)?;
+        tracing::info!(
+            path = %shared.options.path.display(),
+            seqno = meta.seqno,
+            from_catalog = opened_from_catalog,
+            history = shared.snapshots.retained().history,
+            ms = started.elapsed().as_millis() as u64,
+            "opened"
+        );
         Ok(Db {
             shared,
             threads: vec![fetcher, warmer, folder],
@@ -305,7 +314,7 @@ impl Db {
     /// without [`Options::faults`].
     pub fn lose_power(self, loss: crate::faults::PowerLoss) -> Result<(), Error> {
         if let Some(faults) = &self.shared.options.faults {
-            faults.lose_power(&self.shared.store.files(), loss)?;
+            faults.lose_power(&self.shared.store.files()?, loss)?;
         }
         Ok(())
     }

@@ -34,6 +34,7 @@ pub struct Options {
     pub(crate) tuning: crate::store::Tuning,
     pub(crate) fold_in_background: bool,
     pub(crate) warm_at_open: bool,
+    pub(crate) slow_commit_threshold: std::time::Duration,
     /// Faults injected into every file, for tests.
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) faults: Option<std::sync::Arc<crate::io::faults::Faults>>,
@@ -57,6 +58,7 @@ impl std::fmt::Debug for Options {
             .field("history_trim_blocks", &self.tuning.trim_blocks)
             .field("fold_in_background", &self.fold_in_background)
             .field("warm_at_open", &self.warm_at_open)
+            .field("slow_commit_threshold", &self.slow_commit_threshold)
             .finish()
     }
 }
@@ -90,6 +92,7 @@ impl Options {
             tuning: crate::store::Tuning::default(),
             fold_in_background: true,
             warm_at_open: false,
+            slow_commit_threshold: std::time::Duration::from_secs(5),
             #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         }
@@ -272,6 +275,14 @@ impl Options {
     /// out of the cache, for the read that needs it to report.
     pub fn warm_at_open(mut self, on: bool) -> Options {
         self.warm_at_open = on;
+        self
+    }
+
+    /// A commit that takes this long or longer (default 5 s; from the
+    /// writer lock to durable) is logged as a `tracing` warning, with its
+    /// seqno and milliseconds.
+    pub fn slow_commit_threshold(mut self, threshold: std::time::Duration) -> Options {
+        self.slow_commit_threshold = threshold;
         self
     }
 }

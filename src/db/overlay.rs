@@ -24,11 +24,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
-use super::commit::Prepared;
+use super::commit::{Prepared, UpdateInput};
 use super::history::{Head, Pin};
 use super::Shared;
+use super::{KeyedValues, Reads};
+use crate::page_store::PageStore;
+use crate::trie::proof::MultiProof;
 use crate::trie::proof::Witness;
 use crate::trie::{KeyPath, Node};
 use crate::update::Unwritten;
@@ -351,5 +354,71 @@ impl std::fmt::Debug for Overlay {
             .field("seqno", &self.node.head.seqno)
             .field("committed", &self.node.committed.load(Ordering::SeqCst))
             .finish_non_exhaustive()
+    }
+}
+
+/// Updates on a base: a session's finish and its proofs, which run beside
+/// commits while the committed state stays on the base's chain.
+impl Shared {
+    /// Takes the writer lock and checks that the stores show `base`'s state
+    /// under its unwritten changes.
+    fn writer_seeing(&self, base: &Base) -> Result<MutexGuard<'_, ()>, Error> {
+        let writer = self.writer.lock();
+        self.store.check_usable()?;
+        if !base.sees(self.snapshots.head()) {
+            return Err(Error::StaleSession);
+        }
+        Ok(writer)
+    }
+
+    /// The trie update and witness of `writes` on `base`, beside commits: a
+    /// commit of an overlay on `base`'s chain changes nothing the update sees
+    /// through `base`'s view, so a pipeline's next block is finished while
+    /// its parent commits. If any other commit landed meanwhile, the update
+    /// runs again under the writer lock.
+    pub(super) fn finish(
+        &self,
+        base: &Base,
+        writes: KeyedValues,
+        reads: Reads,
+        prove: bool,
+    ) -> Result<Prepared, Error> {
+        let _busy = self.store.io().busy();
+        let start = {
+            let _writer = self.writer_seeing(base)?;
+            self.snapshots.head()
+        };
+        let workers = self.options.commit_workers;
+        let unwritten = base.unwritten.as_ref();
+        let input = UpdateInput::new(&writes, reads, prove)?;
+        let trie = self.update(base.head, &input, unwritten, workers, None);
+        let _writer = self.writer_seeing(base)?;
+        let on_chain = |heads: Vec<Head>| heads.into_iter().all(|head| base.sees(head));
+        let mut trie = match trie {
+            Ok(trie)
+                if self
+                    .snapshots
+                    .heads_after(start.seqno)
+                    .is_some_and(on_chain) =>
+            {
+                trie
+            }
+            // Dropped first: its page changes are a commit's worth of RAM.
+            // A deeper chain whose ancestors committed meanwhile lands here
+            // too, since a committed overlay lets go of its parent.
+            first => {
+                drop(first);
+                self.update(base.head, &input, unwritten, workers, None)?
+            }
+        };
+        // A finished block's pages are shared with the overlays built on it.
+        PageStore::seal_shared(&mut trie.pages);
+        Ok(Prepared::new(base.head, writes, input.changes, trie, prove))
+    }
+
+    /// A multi-proof of `keys` at `base`.
+    pub(super) fn prove(&self, base: &Base, keys: &[KeyPath]) -> Result<MultiProof, Error> {
+        let _writer = self.writer_seeing(base)?;
+        self.prove_locked(base.head, keys, base.unwritten.as_ref())
     }
 }

@@ -48,6 +48,8 @@ pub(super) struct HintQueue {
     queued: AtomicUsize,
     bulk: AtomicUsize,
     dropped: AtomicU64,
+    /// `dropped` when it was last reported to the log.
+    reported: AtomicU64,
     limit: usize,
 }
 
@@ -57,6 +59,7 @@ impl HintQueue {
             queued: AtomicUsize::new(0),
             bulk: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
+            reported: AtomicU64::new(0),
             limit,
         }
     }
@@ -85,6 +88,12 @@ impl HintQueue {
         self.dropped
             .fetch_add(dropped.len() as u64, Ordering::Relaxed);
         (hints, dropped)
+    }
+
+    /// Hints dropped since the last call.
+    pub(super) fn dropped_since_report(&self) -> u64 {
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        dropped - self.reported.swap(dropped, Ordering::Relaxed).min(dropped)
     }
 
     /// `n` sessions' hints acted on or discarded.

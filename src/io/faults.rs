@@ -10,13 +10,13 @@
 //! production. Syncs and allocations go through the files' own methods on
 //! either engine. The ring can also be made to die mid-commit.
 
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::file::DataFile;
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
 
 /// Sectors a block can tear at: a power loss may keep any prefix of them.
@@ -72,7 +72,7 @@ impl PowerLoss {
 #[derive(Default)]
 struct Unsynced {
     /// Each write's pre-image (`None`: it extended the file).
-    /// Each is keyed by its file's inode ([`DataFile::inode`]).
+    /// Each is keyed by its file's inode.
     writes: Vec<(u64, u64, Option<BlockBuf>)>,
     /// Each file's length when its first unsynced write came.
     lengths: std::collections::HashMap<u64, u64>,
@@ -209,8 +209,7 @@ impl Faults {
     /// Before a write of a block at `offset` of `file` is issued: keeps what
     /// it overwrites, for a power loss, and says what the write does; fails
     /// with ENOSPC if it would grow the file past the space left.
-    pub(crate) fn before_write(&self, file: &DataFile, offset: u64) -> io::Result<WriteFault> {
-        let raw = file.raw();
+    pub(crate) fn before_write(&self, raw: &File, offset: u64) -> io::Result<WriteFault> {
         let meta = raw.metadata()?;
         let (inode, len) = (std::os::unix::fs::MetadataExt::ino(&meta), meta.len());
         let before = if offset + BLOCK_SIZE as u64 <= len {
@@ -235,9 +234,8 @@ impl Faults {
     }
 
     /// A write on the thread pool, through the plan.
-    pub(crate) fn write(&self, file: &DataFile, block: &Block, offset: u64) -> io::Result<()> {
-        let raw = file.raw();
-        match self.before_write(file, offset)? {
+    pub(crate) fn write(&self, raw: &File, block: &Block, offset: u64) -> io::Result<()> {
+        match self.before_write(raw, offset)? {
             WriteFault::None => raw.write_all_at(&block.0, offset),
             WriteFault::Torn => {
                 raw.write_all_at(&block.0[..BLOCK_SIZE / 2], offset)?;
@@ -258,11 +256,9 @@ impl Faults {
     /// written twice ends as either version, its original, or a tear of them. A
     /// file ends as long as it was at its last sync or as its furthest kept
     /// write, whichever is longer.
-    pub(crate) fn lose_power(
-        &self,
-        files: &[std::sync::Arc<DataFile>],
-        loss: PowerLoss,
-    ) -> io::Result<()> {
+    pub(crate) fn lose_power(&self, files: &[File], loss: PowerLoss) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let inode = |f: &File| f.metadata().map_or(u64::MAX, |m| m.ino());
         let (mut rng, tears) = match loss {
             PowerLoss::DropAll => (None, false),
             PowerLoss::Random(seed) => (Some(seed | 1), false),
@@ -278,7 +274,7 @@ impl Faults {
         };
         let mut unsynced = self.unsynced.lock();
         let mut ends = unsynced.lengths.clone();
-        while let Some((inode, offset, before)) = unsynced.writes.pop() {
+        while let Some((inode_of_write, offset, before)) = unsynced.writes.pop() {
             // Sectors of the new contents that survive: all, none, or a prefix.
             let kept = match next() {
                 None => 0,
@@ -287,23 +283,22 @@ impl Faults {
                 Some(_) => 0,
             };
             if kept > 0 {
-                let end = ends.entry(inode).or_default();
+                let end = ends.entry(inode_of_write).or_default();
                 *end = (*end).max(offset + BLOCK_SIZE as u64);
             }
             if kept == SECTORS {
                 continue;
             }
-            if let Some(file) = files.iter().find(|f| f.inode() == inode) {
+            if let Some(file) = files.iter().find(|f| inode(f) == inode_of_write) {
                 let before = before.unwrap_or_else(Block::zeroed);
                 let from = kept as usize * 512;
-                file.raw()
-                    .write_all_at(&before.0[from..], offset + from as u64)?;
+                file.write_all_at(&before.0[from..], offset + from as u64)?;
             }
         }
         unsynced.lengths.clear();
-        for (inode, end) in ends {
-            if let Some(file) = files.iter().find(|f| f.inode() == inode) {
-                file.raw().set_len(end)?;
+        for (ino, end) in ends {
+            if let Some(file) = files.iter().find(|f| inode(f) == ino) {
+                file.set_len(end)?;
             }
         }
         Ok(())

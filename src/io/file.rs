@@ -147,7 +147,7 @@ impl DataFile {
     pub(crate) fn write_block(&self, block: &Block, offset: u64) -> io::Result<()> {
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(f) = &self.faults {
-            return f.write(self, block, offset);
+            return f.write(&self.file, block, offset);
         }
         self.file.write_all_at(&block.0, offset)
     }

@@ -26,7 +26,7 @@ use crossbeam_channel::{Receiver, Sender};
 pub(crate) use dir::{replace_durably, Dir};
 pub(crate) use file::{create_dir_durable, sync_dir, DataFile, DirLock, LOCK_FILE};
 
-use crate::block::{Block, BlockBuf, IoBuf};
+use crate::block::{Block, BlockBuf, IoBuf, BLOCK_SIZE};
 use crate::Error;
 
 /// Which I/O engine runs a database's reads and writes.
@@ -300,6 +300,20 @@ impl Io {
             }
             None => job.finish(Err(io::Error::other("I/O engine stopped"))),
         }
+    }
+
+    /// Writes `blocks` to `file` from block `first` on, and waits for them.
+    pub(crate) fn write_blocks(
+        &self,
+        file: &Arc<DataFile>,
+        first: u64,
+        blocks: Vec<BlockBuf>,
+    ) -> Result<(), Error> {
+        let jobs = blocks.into_iter().enumerate().map(|(i, b)| {
+            let offset = (first + i as u64) * BLOCK_SIZE as u64;
+            (file.clone(), offset, IoBuf::from(b))
+        });
+        self.run_all(jobs).map(drop)
     }
 
     /// Runs `jobs` (a file, an offset and a block to read into or write

@@ -216,7 +216,7 @@ fn injected_faults_reach_both_engines() {
         io.run_all([block(20 * BLOCK_SIZE as u64)]).unwrap();
         faults
             .lose_power(
-                std::slice::from_ref(&file),
+                &[file.raw().try_clone().unwrap()],
                 super::faults::PowerLoss::DropAll,
             )
             .unwrap();

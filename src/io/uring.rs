@@ -270,7 +270,7 @@ fn injected(job: &Job) -> io::Result<Option<(io::Error, usize)>> {
     plan.before_ring_job()?;
     Ok(match &job.transfer {
         Transfer::Read(_) => plan.before_read().err().map(|e| (e, 0)),
-        Transfer::Write(_) => match plan.before_write(&job.file, job.offset) {
+        Transfer::Write(_) => match plan.before_write(job.file.raw(), job.offset) {
             Err(e) => Some((e, 0)),
             Ok(WriteFault::None) => None,
             Ok(WriteFault::Fail) => Some((faults::injected(), 0)),

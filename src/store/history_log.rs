@@ -109,9 +109,18 @@ impl Store {
             return;
         }
         if let Some(first) = history.trim_point(keep_from, self.tuning.trim_blocks) {
-            let _ = history
+            let kept = history.log.end() - first;
+            match history
                 .log
-                .drop_before(&self.dir, &self.io, first, self.tuning.copy_batch);
+                .drop_before(&self.dir, &self.io, first, self.tuning.copy_batch)
+            {
+                Ok(()) => tracing::info!(
+                    dropped_blocks = first,
+                    kept_blocks = kept,
+                    "history trimmed"
+                ),
+                Err(e) => tracing::warn!(error = %e, "history trim failed; the records stay"),
+            }
         }
     }
 

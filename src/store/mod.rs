@@ -161,16 +161,20 @@ impl Store {
         &self.targets[target as usize]
     }
 
-    /// Every file, for tests that model power loss.
+    /// A handle on every file, for tests that model power loss.
     #[cfg(any(test, feature = "fault-injection"))]
-    pub(crate) fn files(&self) -> Vec<Arc<DataFile>> {
+    pub(crate) fn files(&self) -> Result<Vec<std::fs::File>, Error> {
         let history = self.history.lock().file().clone();
         let log = self.catalog.lock().log.file().clone();
         self.targets
             .iter()
             .chain(&self.maps)
             .chain([&self.meta_file, &log, &history])
-            .cloned()
+            .map(|f| {
+                f.raw()
+                    .try_clone()
+                    .map_err(|e| Error::io("reopening", f.name(), e))
+            })
             .collect()
     }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::batch::{BlockWrite, Prewritten, Written};
+use super::record_log::LogRecord;
 use super::slot_map::{self, SlotMap};
 use super::{catalog, Batch, Durable, Meta, Store, Target, TARGETS};
 use crate::block::{BlockBuf, IoBuf, BLOCK_SIZE};
@@ -153,7 +154,14 @@ impl Store {
                     self.history.lock().appended(meta.seqno, blocks);
                 }
             }
-            Err(_) => self.poisoned.store(true, Ordering::SeqCst),
+            Err(ref e) => {
+                tracing::error!(
+                    seqno = meta.seqno,
+                    error = %e,
+                    "commit failed past its refusals: the handle is poisoned; reopen to get the last durable state"
+                );
+                self.poisoned.store(true, Ordering::SeqCst)
+            }
         }
         result
     }
@@ -234,10 +242,6 @@ impl Store {
     }
 }
 
-/// A commit's record for a log file: the file, the block it starts at, its
-/// blocks.
-pub(super) type LogRecord = (Arc<DataFile>, u64, Vec<BlockBuf>);
-
 /// Writes run concurrently, so a block written twice keeps only its last
 /// write.
 fn keep_last_writes(writes: &mut Vec<BlockWrite>) {
@@ -308,23 +312,6 @@ fn check_writes(
     Ok(())
 }
 
-/// Writes `blocks` to `file` from block `first` on.
-pub(super) fn write_blocks(
-    io: &Io,
-    file: &Arc<DataFile>,
-    first: u64,
-    blocks: Vec<BlockBuf>,
-) -> Result<(), Error> {
-    io.run_all(blocks.into_iter().enumerate().map(|(i, b)| {
-        (
-            file.clone(),
-            (first + i as u64) * BLOCK_SIZE as u64,
-            IoBuf::from(b),
-        )
-    }))
-    .map(drop)
-}
-
 /// Writes `blocks` to `file` from block `first` on and syncs it.
 fn write_synced(
     io: &Io,
@@ -332,7 +319,7 @@ fn write_synced(
     first: u64,
     blocks: Vec<BlockBuf>,
 ) -> Result<(), Error> {
-    write_blocks(io, file, first, blocks)?;
+    io.write_blocks(file, first, blocks)?;
     file.sync()
 }
 

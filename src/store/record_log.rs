@@ -9,10 +9,14 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::framing;
-use super::persist::{write_blocks, LogRecord};
+use crate::block::BlockBuf;
 use crate::block::BLOCK_SIZE;
 use crate::io::{DataFile, Dir, Io};
 use crate::Error;
+
+/// A commit's record for a log file: the file, the block it starts at, its
+/// blocks.
+pub(super) type LogRecord = (Arc<DataFile>, u64, Vec<BlockBuf>);
 
 /// What opening a log does with a record that checks.
 pub(super) enum Keep {
@@ -256,7 +260,7 @@ impl RecordLog {
             while at < self.end {
                 let to = self.end.min(at + copy_batch.max(1));
                 let kept = self.file.read_bytes(at, to)?;
-                write_blocks(io, &file, at - first, framing::to_blocks(&kept))?;
+                io.write_blocks(&file, at - first, framing::to_blocks(&kept))?;
                 at = to;
             }
             file.sync()?;

@@ -91,7 +91,17 @@ pub(super) fn recover(
     // slots it names.
     let other = &maps[(next % 2) as usize];
     if meta.seqno == base.seqno && other.blocks()? > 0 {
+        tracing::info!(
+            seqno = meta.seqno,
+            "recovery: a commit cut short before its commit point was discarded"
+        );
         other.erase()?;
+    }
+    if meta.seqno > base.seqno {
+        tracing::info!(
+            seqno = meta.seqno,
+            "recovery: a durable commit whose meta record did not land was restored from its slot map"
+        );
     }
     if meta.seqno > 0 {
         for file in targets.iter().chain([&maps[meta.slot() as usize]]) {

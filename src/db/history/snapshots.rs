@@ -281,6 +281,7 @@ impl SnapshotState {
         // whose values are still here.
         let kept: HashSet<*const Undo> = self.chain.undos().map(Arc::as_ptr).collect();
         let mut own = self.own_bytes(&kept);
+        let floor = self.floor;
         while own > self.budget
             && self
                 .undos
@@ -294,6 +295,15 @@ impl SnapshotState {
                 // A base at the dropped commit or after needs none of it.
                 self.floor = self.floor.max(undo.seqno);
             }
+        }
+        // Once for the pins this expired.
+        if self.pins.range(floor..self.floor).next().is_some() {
+            tracing::warn!(
+                floor = self.floor,
+                budget_mib = self.budget >> 20,
+                "snapshot budget exceeded: sessions, overlays and iterators begun before commit {} now fail with SnapshotTooOld",
+                self.floor
+            );
         }
     }
 

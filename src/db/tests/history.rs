@@ -38,7 +38,7 @@ fn a_rollback_cut_by_a_fault_and_power_loss_leaves_one_state_and_its_history() {
             break;
         }
         faults
-            .lose_power(&db.parts().0.files(), PowerLoss::from_seed(seed))
+            .lose_power(&db.parts().0.files().unwrap(), PowerLoss::from_seed(seed))
             .unwrap();
         drop(db);
         let db = Db::open(options).unwrap();

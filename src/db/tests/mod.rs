@@ -1,6 +1,7 @@
 //! The Db under injected faults, power loss, concurrent readers and stale sessions.
 
 mod bounds;
+mod events;
 mod history;
 mod prefetch;
 mod refusals;
@@ -61,7 +62,7 @@ fn power_cycle(
     newer: usize,
 ) -> (Db, usize) {
     faults
-        .lose_power(&db.parts().0.files(), PowerLoss::from_seed(seed))
+        .lose_power(&db.parts().0.files().unwrap(), PowerLoss::from_seed(seed))
         .unwrap();
     let path = db.shared.options.path.clone();
     drop(db);
@@ -453,7 +454,10 @@ fn a_crash_while_a_chain_of_overlays_commits_leaves_a_whole_prefix_of_it() {
         faults.writes_left.store(fail_at, Ordering::SeqCst);
         let committed = tip.commit().is_ok();
         faults
-            .lose_power(&db.parts().0.files(), PowerLoss::from_seed(Some(fail_at)))
+            .lose_power(
+                &db.parts().0.files().unwrap(),
+                PowerLoss::from_seed(Some(fail_at)),
+            )
             .unwrap();
         drop(tip);
         drop(db);

@@ -94,11 +94,12 @@ impl Store {
             return false;
         };
         let source = Source::Catalog(&catalog);
-        if self
-            .replace_file(&mut state, durable.meta.seqno, source)
-            .is_ok()
-        {
-            state.usable = true;
+        match self.replace_file(&mut state, durable.meta.seqno, source) {
+            Ok(_) => state.usable = true,
+            Err(e) => tracing::warn!(
+                error = %e,
+                "writing the catalog read at open failed: the next open reads every block again"
+            ),
         }
         false
     }
@@ -113,6 +114,17 @@ impl Store {
             return;
         }
         let durable = self.durable.read().clone();
+        let started = std::time::Instant::now();
+        let log_blocks = state.log.end();
+        let report = |blocks: u64| {
+            tracing::info!(
+                seqno = durable.meta.seqno,
+                log_blocks,
+                catalog_blocks = blocks,
+                ms = started.elapsed().as_millis() as u64,
+                "catalog folded"
+            );
+        };
         // The catalog file streams into the new one, with the records since it
         // from RAM, else streamed from the log.
         let base = state.recent.base;
@@ -127,13 +139,16 @@ impl Store {
         if let Some(payloads) = payloads {
             let source = Source::Merge(Merge { base, payloads }, &durable.map);
             match self.replace_file(&mut state, durable_seqno, source) {
-                Ok(()) => return,
+                Ok(blocks) => return report(blocks),
                 // Replaced, but the log was not emptied.
-                Err(_) if state.recent.base != base => {
+                Err(e) if state.recent.base != base => {
+                    tracing::warn!(error = %e, "catalog folded, but its log not emptied; it is emptied before the next record");
                     state.fold_at = state.log.end() * 2;
                     return;
                 }
-                Err(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "catalog fold failed; reading the catalog back whole")
+                }
             }
         }
         // A catalog file the merge cannot use (written unsorted by an older
@@ -157,27 +172,36 @@ impl Store {
             }
             // Reading it back discarded it: the next open reads every block.
             _ => {
+                tracing::warn!(
+                    "catalog discarded after a failed fold: the next open reads every block"
+                );
                 state.usable = false;
                 return;
             }
         };
-        if result.is_err() {
-            state.fold_at = state.log.end() * 2;
+        match result {
+            Ok(blocks) => report(blocks),
+            Err(e) => {
+                tracing::warn!(error = %e, "catalog fold failed; tried again once the log has doubled");
+                state.fold_at = state.log.end() * 2;
+            }
         }
     }
 
-    /// Writes the catalog file of commit `seqno` from `source` and empties the log.
+    /// Writes the catalog file of commit `seqno` from `source` and empties
+    /// the log; returns the file's length in blocks.
     fn replace_file(
         &self,
         state: &mut Keeper,
         seqno: u64,
         source: Source<'_>,
-    ) -> Result<(), Error> {
+    ) -> Result<u64, Error> {
         let blocks = write_file(&self.dir, &self.io, seqno, state.seed, source)?;
         state.fold_at = self.tuning.fold_blocks.max(blocks);
         state.recent.restart(seqno);
         // A crash before this leaves records the catalog file already holds: open
         // skips them.
-        state.log.erase()
+        state.log.erase()?;
+        Ok(blocks)
     }
 }

@@ -273,7 +273,6 @@ mod tests {
     };
     use super::*;
     use crate::io::{Io, IoBackend};
-    use crate::store::persist::write_blocks;
     use crate::store::record_log::RecordLog;
     use crate::store::{Meta, Target};
 
@@ -310,7 +309,7 @@ mod tests {
         for (seqno, payload) in (base + 1..).zip(payloads) {
             let (file, at, blocks) = log.prepare(&dir_of(dir), seqno, &[payload]).unwrap();
             let n = blocks.len() as u64;
-            write_blocks(io, &file, at, blocks).unwrap();
+            io.write_blocks(&file, at, blocks).unwrap();
             log.appended(seqno, n);
         }
         let last = base + payloads.len() as u64;

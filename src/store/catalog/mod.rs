@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use super::chained_sum::ChainedSum;
 use super::framing::to_blocks;
-use super::persist::write_blocks;
 use super::record_log::{Keep, RecordLog};
 use super::slot_map::{SlotMap, SLOTTED};
 use super::{Meta, Target};
@@ -285,6 +284,12 @@ fn load(
         if let Some(found) = usable(catalog_file, records, durable, map, recent_max) {
             return Ok(found);
         }
+    }
+    if durable.seqno > 0 {
+        tracing::warn!(
+            seqno = durable.seqno,
+            "catalog missing, damaged or behind the durable commit: discarded; open reads every block and writes a new one"
+        );
     }
     dir.remove(FILE)?;
     log.erase()?;
@@ -655,7 +660,7 @@ fn write_file(dir: &Dir, io: &Io, seqno: u64, seed: u64, source: Source<'_>) -> 
     let sum = header.checksum(CHECKSUM);
     header.put_u64(CHECKSUM, sum);
     let blocks = out.next;
-    write_blocks(io, &file, 0, vec![header])?;
+    io.write_blocks(&file, 0, vec![header])?;
     file.sync()?;
     dir.replace(FILE_NEW, FILE)?;
     Ok(blocks)
@@ -704,7 +709,7 @@ impl FileWriter<'_> {
         }
         let n = blocks.len() as u64;
         self.file.reserve(self.next + n)?;
-        write_blocks(self.io, self.file, self.next, blocks)?;
+        self.io.write_blocks(self.file, self.next, blocks)?;
         self.next += n;
         self.pending.drain(..whole);
         Ok(())

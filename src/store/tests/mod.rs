@@ -404,7 +404,10 @@ fn a_failed_commit_leaves_a_durable_state_after_power_loss() {
                 assert!(matches!(store.persist(batch(4)), Err(Error::Poisoned)));
                 assert!(matches!(store.read(Target::Pages, 0), Err(Error::Poisoned)));
                 faults
-                    .lose_power(&store.files(), PowerLoss::from_seed(power_loss_seed))
+                    .lose_power(
+                        &store.files().unwrap(),
+                        PowerLoss::from_seed(power_loss_seed),
+                    )
                     .unwrap();
                 drop(store);
                 let reopened = open(dir.path());
@@ -485,7 +488,10 @@ fn an_error_from_a_commit_says_whether_reopening_finds_it() {
             // Only the meta record's sync comes after the commit point.
             assert_eq!(expected == 3, fail_at < syncs - 1, "fail_at {fail_at}");
             faults
-                .lose_power(&store.files(), PowerLoss::from_seed(power_loss_seed))
+                .lose_power(
+                    &store.files().unwrap(),
+                    PowerLoss::from_seed(power_loss_seed),
+                )
                 .unwrap();
             drop(store);
             let reopened = open(dir.path());
