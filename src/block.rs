@@ -228,7 +228,7 @@ mod pool {
         /// the free blocks that sat unused through it.
         fn tick(&mut self, now: impl FnOnce() -> Instant) {
             self.ops = self.ops.wrapping_add(1);
-            if self.ops % TICK == 0 {
+            if self.ops.is_multiple_of(TICK) {
                 self.look(now());
             }
         }

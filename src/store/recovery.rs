@@ -46,7 +46,10 @@ pub(super) fn recover(
             // Only checksum and magic failures (a torn write) are tolerated here.
             *slot = match Meta::decode(&*io.read(meta_file, (i * BLOCK_SIZE) as u64)?) {
                 Ok(m) => m,
-                Err(Error::Corrupt { .. }) => None,
+                Err(Error::Corrupt { .. }) => {
+                    tracing::info!(slot = i, "recovery: a torn meta record was passed over");
+                    None
+                }
                 Err(e) => return Err(e),
             };
         }
@@ -91,10 +94,6 @@ pub(super) fn recover(
     // slots it names.
     let other = &maps[(next % 2) as usize];
     if meta.seqno == base.seqno && other.blocks()? > 0 {
-        tracing::info!(
-            seqno = meta.seqno,
-            "recovery: a commit cut short before its commit point was discarded"
-        );
         other.erase()?;
     }
     if meta.seqno > base.seqno {

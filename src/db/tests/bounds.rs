@@ -260,7 +260,8 @@ fn proofs_back_run_beside_commits_and_never_hold_them_back() {
 #[test]
 fn options_out_of_range_are_refused_at_open_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, fn(Options) -> Options); 8] = [
+    type Set = fn(Options) -> Options;
+    let cases: [(&str, Set); 8] = [
         ("snapshot_budget_mib", |o| o.snapshot_budget_mib(1 << 44)),
         ("history_budget_mib", |o| o.history_budget_mib(usize::MAX)),
         ("page_cache_mib", |o| o.page_cache_mib(usize::MAX >> 19)),
