@@ -134,7 +134,7 @@ impl From<BlockBuf> for IoBuf {
     }
 }
 
-pub(crate) use pool::release_free;
+pub(crate) use pool::{release_free, release_idle};
 
 mod pool {
     use std::alloc::{handle_alloc_error, Layout};
@@ -180,6 +180,13 @@ mod pool {
 
     pub(super) fn give_back(block: NonNull<Block>) {
         POOL.lock().give(block, Instant::now)
+    }
+
+    /// Ends the pool's period if it has lasted long enough, handing back the
+    /// blocks that sat unused through it: for callers between bursts of
+    /// work (a commit's end), so a quiet process releases them too.
+    pub(crate) fn release_idle() {
+        POOL.lock().look(Instant::now());
     }
 
     /// Hands the memory of every free block back to the kernel; the blocks

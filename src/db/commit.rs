@@ -239,10 +239,12 @@ impl Shared {
         Ok(())
     }
 
-    /// Tells the operator what a commit that landed met: a commit slower
-    /// than [`crate::Options::slow_commit_threshold`], hints dropped since
-    /// the last commit.
+    /// After a commit landed: hands idle free blocks back to the kernel, and
+    /// tells the operator what it met: a commit slower than
+    /// [`crate::Options::slow_commit_threshold`], hints dropped since the
+    /// last commit.
     fn report_commit(&self, seqno: u64, started: Instant) {
+        crate::block::release_idle();
         let took = started.elapsed();
         if took >= self.options.slow_commit_threshold {
             tracing::warn!(seqno, ms = took.as_millis() as u64, "slow commit");
