@@ -14,7 +14,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
-use super::{parse_entry, Header, Payload, FILE};
+use super::file::{FileWriter, Header, FILE};
+use super::notes::{entry_header, parse_entry, Payload};
 use crate::block::BLOCK_SIZE;
 use crate::io::{DataFile, Dir};
 use crate::store::chained_sum::ChainedSum;
@@ -49,7 +50,7 @@ impl Merge {
         self,
         dir: &Dir,
         map: &SlotMap,
-        out: &mut super::FileWriter<'_>,
+        out: &mut FileWriter<'_>,
     ) -> Result<(), Error> {
         let cannot = |what| Error::corrupt(what).at("catalog", 0);
         let mut sources = vec![Stream::catalog_file(dir, self.base)?];
@@ -88,7 +89,7 @@ impl Merge {
                 if note.is_empty() {
                     return Err(cannot("a used slot's newest note is empty"));
                 }
-                out.push(&super::entry_header(*target, slot, note.len()))?;
+                out.push(&entry_header(*target, slot, note.len()))?;
                 out.push(note)?;
                 for i in here.drain(..) {
                     if let Some(at) = sources[i].next_entry()? {
@@ -539,8 +540,8 @@ mod tests {
         for (version, read) in [(1u64, true), (2, true), (3, false)] {
             let mut bytes = written.clone();
             bytes[8..16].copy_from_slice(&version.to_le_bytes());
-            let sum = twox_hash::XxHash3_64::oneshot(&bytes[..super::super::CHECKSUM]);
-            bytes[super::super::CHECKSUM..BLOCK_SIZE].copy_from_slice(&sum.to_le_bytes());
+            let sum = twox_hash::XxHash3_64::oneshot(&bytes[..super::super::file::CHECKSUM]);
+            bytes[super::super::file::CHECKSUM..BLOCK_SIZE].copy_from_slice(&sum.to_le_bytes());
             std::fs::write(&path, bytes).unwrap();
             assert_eq!(
                 read_file(&dir_of(dir.path())).is_some(),

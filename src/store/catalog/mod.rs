@@ -13,172 +13,34 @@
 //! or it lacks a note for a used slot, open ignores it: the stores read every
 //! block as before, and a fresh catalog file replaces it. The notes' contents are
 //! the stores'; here they are bytes.
+//!
+//! By concept: [`notes`] a commit's notes and its record, [`file`] the catalog
+//! file, [`merge`] the fold streamed from the file and the records, [`keeper`]
+//! the upkeep between commits; here, what open finds and the catalog it makes.
 
+mod file;
 mod keeper;
 mod merge;
+mod notes;
 
-use std::ops::Range;
-use std::sync::Arc;
-
-use super::chained_sum::ChainedSum;
-use super::framing::to_blocks;
 use super::record_log::{Keep, RecordLog};
 use super::slot_map::{SlotMap, SLOTTED};
 use super::{Meta, Target};
-use crate::block::{Block, BLOCK_SIZE};
-use crate::io::{DataFile, Dir, Io};
+use crate::block::BLOCK_SIZE;
+use crate::io::Dir;
 use crate::Error;
 
+use file::{read_file, write_file, Source, FILE};
 pub(super) use keeper::Keeper;
 use merge::{Merge, Payloads, LOG_READ_BUDGET};
+#[cfg(test)]
+use notes::sorted;
+use notes::NoteIter;
+pub(crate) use notes::Notes;
+pub(super) use notes::{record, Payload};
 
 const LOG: &str = "catalog.log";
-const FILE: &str = "catalog";
-const FILE_NEW: &str = "catalog.new";
-const FILE_MAGIC: &[u8; 8] = b"ptcatsnp";
 const RECORD_MAGIC: &[u8; 8] = b"ptcatrec";
-/// Version 2 added the largest key's first bits to bucket notes; a version 1
-/// file is still read (its bucket notes end before them). An older build
-/// finds a version 2 file unusable and rebuilds the catalog by a scan.
-const VERSION: u64 = 2;
-const OLDEST_READ: u64 = 1;
-const CHECKSUM: usize = 4088;
-/// A note entry's header: target, slot, length.
-const ENTRY_HEADER: usize = 9;
-/// Blocks of catalog file written per batch: bounds the RAM a catalog file write takes.
-const WRITE_BATCH: usize = 256;
-
-/// Notes for slots, in the order added. An empty note says the slot's block
-/// has none: open cannot use the catalog while that slot is used.
-#[derive(Default)]
-#[cfg_attr(test, derive(Clone))]
-pub(crate) struct Notes {
-    buf: Vec<u8>,
-    /// The entries as runs of one target in ascending slot order, so that a
-    /// record is put in order by moving whole runs: a commit's plans allocate
-    /// each target's slots in order, a part at a time, so its notes are a few
-    /// such runs.
-    runs: Vec<Run>,
-}
-
-/// A run of entries of [`Notes`] of one target in ascending slot order: where
-/// it starts in the buffer, and its first and last (target, slot).
-#[derive(Clone, Copy)]
-struct Run {
-    start: usize,
-    first: (u8, u32),
-    last: (u8, u32),
-}
-
-impl Run {
-    /// Whether an entry for `key` may follow in this run: the same target,
-    /// a later slot.
-    fn goes_on_to(&self, key: (u8, u32)) -> bool {
-        self.last.0 == key.0 && self.last < key
-    }
-}
-
-impl Notes {
-    /// Adds the note `write` appends to the buffer it is given, for `slot`
-    /// of `target`.
-    pub(crate) fn add(&mut self, target: Target, slot: u32, write: impl FnOnce(&mut Vec<u8>)) {
-        let at = self.buf.len();
-        self.buf.extend_from_slice(&entry_header(target, slot, 0));
-        write(&mut self.buf);
-        let len = (self.buf.len() - at - ENTRY_HEADER) as u32;
-        self.buf[at + 5..at + 9].copy_from_slice(&len.to_le_bytes());
-        let key = (target as u8, slot);
-        match self.runs.last_mut() {
-            Some(run) if run.goes_on_to(key) => run.last = key,
-            _ => self.runs.push(Run {
-                start: at,
-                first: key,
-                last: key,
-            }),
-        }
-    }
-
-    /// Bytes of notes held.
-    pub(crate) fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Room for `bytes` more bytes of notes, taken at once.
-    pub(crate) fn reserve_exact(&mut self, bytes: usize) {
-        self.buf.reserve_exact(bytes);
-    }
-
-    /// Moves `other`'s notes to the end of these.
-    pub(crate) fn append(&mut self, other: &mut Notes) {
-        let offset = self.buf.len();
-        for run in other.runs.drain(..) {
-            match self.runs.last_mut() {
-                Some(last) if last.goes_on_to(run.first) => last.last = run.last,
-                _ => self.runs.push(Run {
-                    start: run.start + offset,
-                    ..run
-                }),
-            }
-        }
-        self.buf.append(&mut other.buf);
-    }
-
-    /// Each run and where its bytes lie, in the order added.
-    fn run_bytes(&self) -> impl Iterator<Item = (&Run, Range<usize>)> {
-        let ends = self.runs.iter().skip(1).map(|r| r.start);
-        let ends = ends.chain(std::iter::once(self.buf.len()));
-        self.runs
-            .iter()
-            .zip(ends)
-            .map(|(run, end)| (run, run.start..end))
-    }
-
-    fn entries(&self) -> NoteIter<'_> {
-        NoteIter {
-            buf: &self.buf,
-            at: 0,
-        }
-    }
-}
-
-/// Note entries of a buffer: (offset of the note, target, slot, note); `Err`
-/// at the first that does not parse.
-struct NoteIter<'a> {
-    buf: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Iterator for NoteIter<'a> {
-    type Item = Result<(usize, Target, u32, &'a [u8]), ()>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.at == self.buf.len() {
-            return None;
-        }
-        let parsed = parse_entry(self.buf, self.at);
-        match parsed {
-            Some((target, slot, start, end)) => {
-                self.at = end;
-                Some(Ok((start, target, slot, &self.buf[start..end])))
-            }
-            None => {
-                self.at = self.buf.len();
-                Some(Err(()))
-            }
-        }
-    }
-}
-
-/// The entry at `at`: target, slot and the note's byte range.
-fn parse_entry(buf: &[u8], at: usize) -> Option<(Target, u32, usize, usize)> {
-    let header = buf.get(at..at.checked_add(ENTRY_HEADER)?)?;
-    let target = *Target::ALL.get(header[0] as usize)?;
-    let slot = u32::from_le_bytes(header[1..5].try_into().ok()?);
-    let len = u32::from_le_bytes(header[5..9].try_into().ok()?) as usize;
-    let start = at + ENTRY_HEADER;
-    let end = start.checked_add(len)?;
-    (end <= buf.len()).then_some((target, slot, start, end))
-}
 
 /// The notes of every used slot of one durable state, as open found them.
 pub(crate) struct Catalog {
@@ -383,48 +245,6 @@ impl LogPayloads {
     }
 }
 
-/// A catalog file's block 0 (layout in docs/format.md).
-struct Header {
-    base: u64,
-    seed: u64,
-    /// Body bytes, and the chained checksum of the body's blocks.
-    len: u64,
-    sum: u64,
-}
-
-impl Header {
-    /// The header in `block`, if its magic, version and checksum hold.
-    fn check(block: &[u8]) -> Option<Header> {
-        let valid = block.len() == BLOCK_SIZE
-            && &block[0..8] == FILE_MAGIC
-            && u64_at(block, CHECKSUM) == twox_hash::XxHash3_64::oneshot(&block[..CHECKSUM])
-            && (OLDEST_READ..=VERSION).contains(&u64_at(block, 8));
-        valid.then(|| Header {
-            base: u64_at(block, 16),
-            seed: u64_at(block, 24),
-            len: u64_at(block, 32),
-            sum: u64_at(block, 40),
-        })
-    }
-}
-
-/// The catalog file's commit, seed and notes, if it is whole.
-fn read_file(dir: &Dir) -> Option<(u64, u64, Vec<u8>)> {
-    let catalog_file = dir.read(FILE).ok()??;
-    let header = Header::check(catalog_file.get(..BLOCK_SIZE)?)?;
-    let (base, seed) = (header.base, header.seed);
-    let len = usize::try_from(header.len).ok()?;
-    let padded = len.checked_next_multiple_of(BLOCK_SIZE)?;
-    let body = catalog_file.get(BLOCK_SIZE..BLOCK_SIZE.checked_add(padded)?)?;
-    if ChainedSum::of(body.chunks(BLOCK_SIZE)) != header.sum {
-        return None;
-    }
-    let mut bytes = catalog_file;
-    bytes.drain(..BLOCK_SIZE);
-    bytes.truncate(len);
-    Some((base, seed, bytes))
-}
-
 /// Where a slot's newest note lies: (chunk, length, start), or [`NONE`] if no
 /// note names the slot, or [`VOID`] if the newest is empty (no note serves it).
 type Place = (u32, u32, u64);
@@ -441,7 +261,7 @@ fn newest_notes(chunks: &[Vec<u8>], lengths: [u64; 2]) -> Option<[Vec<Place>; 2]
     }
     for (c, chunk) in chunks.iter().enumerate() {
         let c = u32::try_from(c).ok().filter(|&c| c < VOID)?;
-        for entry in (NoteIter { buf: chunk, at: 0 }) {
+        for entry in NoteIter::new(chunk) {
             let (start, target, slot, note) = entry.ok()?;
             let Some(t) = SLOTTED.iter().position(|&s| s == target) else {
                 continue;
@@ -480,240 +300,10 @@ fn fold(chunks: Vec<Vec<u8>>, durable: &Meta, map: &SlotMap) -> Option<Catalog> 
     Some(Catalog { chunks, notes })
 }
 
-/// The little-endian u64 at `at` of `bytes` (which has it).
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut b = [0; 8];
-    b.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(b)
-}
-
-/// The payload of commit `seqno`'s record: the batch's
-/// `notes`, plus an empty note for each slot of `pages` and `buckets` it
-/// writes without one (of `written`), so no older note outlives its block. A
-/// note for a slot the commit does not write (one used in its map `after`
-/// and not in the durable `before`), or two for one slot, is a bug above.
-pub(super) fn record(
-    notes: Notes,
-    written: &[(Target, u64)],
-    before: &SlotMap,
-    after: &SlotMap,
-) -> Result<Payload, Error> {
-    let mut noted = SlotMap::default();
-    for entry in notes.entries() {
-        let (_, target, slot, _) =
-            entry.map_err(|()| Error::Internal("a malformed catalog note"))?;
-        let slot = slot as u64;
-        if !after.is_used(target, slot)
-            || before.is_used(target, slot)
-            || noted.is_used(target, slot)
-        {
-            return Err(Error::Internal(
-                "a catalog note for a block the commit does not write",
-            ));
-        }
-        noted.set(target, slot, true);
-    }
-    let unnoted = written
-        .iter()
-        .filter(|&&(t, slot)| SLOTTED.contains(&t) && !noted.is_used(t, slot));
-    let mut payload = notes;
-    for &(target, slot) in unnoted {
-        let slot = u32::try_from(slot).map_err(|_| Error::Internal("a slot past u32"))?;
-        payload.add(target, slot, |_| {});
-    }
-    Ok(sorted(payload))
-}
-
-/// A commit's catalog record payload: notes, and the ranges of them that
-/// put them in target, then slot order, as a fold streams them. Not moved
-/// into that order here: the log's framing copies the ranges anyway, and a
-/// sorted copy (about 12 MB at 2^24 accounts, in fresh memory) cost the
-/// commit about 10 ms.
-pub(super) struct Payload {
-    buf: Vec<u8>,
-    order: Vec<Range<usize>>,
-}
-
-impl Payload {
-    /// A payload already in order.
-    pub(super) fn in_order(buf: Vec<u8>) -> Payload {
-        Payload {
-            order: std::iter::once(0..buf.len()).collect(),
-            buf,
-        }
-    }
-
-    /// The payload's bytes in order, in parts.
-    pub(super) fn parts(&self) -> Vec<&[u8]> {
-        self.order.iter().map(|r| &self.buf[r.clone()]).collect()
-    }
-
-    /// Part `i` of [`Payload::parts`], if there is one.
-    fn part(&self, i: usize) -> Option<&[u8]> {
-        self.order.get(i).map(|r| &self.buf[r.clone()])
-    }
-
-    /// The RAM it takes: its bytes, and its order (an entry each where the
-    /// runs overlapped).
-    pub(super) fn ram(&self) -> usize {
-        self.buf.len() + self.order.len() * std::mem::size_of::<Range<usize>>()
-    }
-
-    /// Frees the buffer's room beyond its bytes.
-    pub(super) fn shrink_to_fit(&mut self) {
-        self.buf.shrink_to_fit();
-    }
-
-    /// The payload's bytes in order, in one buffer.
-    #[cfg(test)]
-    fn into_sorted(self) -> Vec<u8> {
-        match self.order[..] {
-            [ref whole] if *whole == (0..self.buf.len()) => self.buf,
-            _ => self.parts().concat(),
-        }
-    }
-}
-
-/// `notes` (which parse) as a payload in target, then slot order: whole runs
-/// while they do not overlap, else entry by entry.
-fn sorted(notes: Notes) -> Payload {
-    let mut runs: Vec<_> = notes
-        .run_bytes()
-        .map(|(run, range)| (*run, range))
-        .collect();
-    runs.sort_unstable_by_key(|(run, _)| run.first);
-    let order = match runs.windows(2).all(|w| w[0].0.last < w[1].0.first) {
-        true => runs.into_iter().map(|(_, range)| range).collect(),
-        false => {
-            let mut entries: Vec<_> = notes
-                .entries()
-                .flatten()
-                .map(|(start, target, slot, note)| {
-                    (
-                        (target as u8, slot),
-                        start - ENTRY_HEADER..start + note.len(),
-                    )
-                })
-                .collect();
-            entries.sort_unstable_by_key(|e| e.0);
-            entries.into_iter().map(|(_, range)| range).collect()
-        }
-    };
-    Payload {
-        buf: notes.buf,
-        order,
-    }
-}
-
 /// The catalog of the notes a scan of every used block made, sorted by
 /// target and slot as every catalog file is written; `None` if a used slot has none.
 fn from_scan(notes: Notes, durable: &Meta, map: &SlotMap) -> Option<Catalog> {
     fold(vec![notes.buf], durable, map)
-}
-
-/// Where a catalog file's notes come from.
-enum Source<'a> {
-    /// Notes as they are, in any order: how a scan's catalog file was written
-    /// before folds streamed (tests make such catalog files).
-    #[cfg(test)]
-    Notes(&'a Notes),
-    Catalog(&'a Catalog),
-    /// The catalog file on disk merged with the records in RAM, for the slots
-    /// the map uses.
-    Merge(Merge, &'a SlotMap),
-}
-
-/// Writes the catalog file of commit `seqno` with `seed` and replaces the old one;
-/// returns its length in blocks. The caller empties the log after.
-fn write_file(dir: &Dir, io: &Io, seqno: u64, seed: u64, source: Source<'_>) -> Result<u64, Error> {
-    let file = dir.open(FILE_NEW)?;
-    file.erase()?;
-    let mut out = FileWriter {
-        io,
-        file: &file,
-        pending: Vec::with_capacity(BLOCK_SIZE * WRITE_BATCH),
-        next: 1,
-        sum: ChainedSum::default(),
-        len: 0,
-    };
-    match source {
-        #[cfg(test)]
-        Source::Notes(notes) => out.push(&notes.buf)?,
-        Source::Merge(merge, map) => merge.write(dir, map, &mut out)?,
-        Source::Catalog(catalog) => {
-            for target in SLOTTED {
-                for (slot, note) in catalog.notes(target) {
-                    out.push(&entry_header(target, slot, note.len()))?;
-                    out.push(note)?;
-                }
-            }
-        }
-    }
-    out.flush(true)?;
-    let mut header = Block::zeroed();
-    header.0[0..8].copy_from_slice(FILE_MAGIC);
-    header.put_u64(8, VERSION);
-    header.put_u64(16, seqno);
-    header.put_u64(24, seed);
-    header.put_u64(32, out.len);
-    header.put_u64(40, out.sum.finish());
-    let sum = header.checksum(CHECKSUM);
-    header.put_u64(CHECKSUM, sum);
-    let blocks = out.next;
-    io.write_blocks(&file, 0, vec![header])?;
-    file.sync()?;
-    dir.replace(FILE_NEW, FILE)?;
-    Ok(blocks)
-}
-
-fn entry_header(target: Target, slot: u32, len: usize) -> [u8; ENTRY_HEADER] {
-    let mut h = [0; ENTRY_HEADER];
-    h[0] = target as u8;
-    h[1..5].copy_from_slice(&slot.to_le_bytes());
-    h[5..9].copy_from_slice(&(len as u32).to_le_bytes());
-    h
-}
-
-/// A catalog file's body, written a batch of blocks at a time.
-struct FileWriter<'a> {
-    io: &'a Io,
-    file: &'a Arc<DataFile>,
-    pending: Vec<u8>,
-    /// The block the pending bytes start at.
-    next: u64,
-    /// The body's checksum, over the blocks written.
-    sum: ChainedSum,
-    len: u64,
-}
-
-impl FileWriter<'_> {
-    fn push(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        self.pending.extend_from_slice(bytes);
-        self.len += bytes.len() as u64;
-        if self.pending.len() >= BLOCK_SIZE * WRITE_BATCH {
-            self.flush(false)?;
-        }
-        Ok(())
-    }
-
-    /// Writes the whole blocks pending, and with `last` the zero-padded rest.
-    fn flush(&mut self, last: bool) -> Result<(), Error> {
-        let whole = match last {
-            true => self.pending.len().div_ceil(BLOCK_SIZE) * BLOCK_SIZE,
-            false => self.pending.len() / BLOCK_SIZE * BLOCK_SIZE,
-        };
-        self.pending.resize(self.pending.len().max(whole), 0);
-        let blocks = to_blocks(&self.pending[..whole]);
-        for b in &blocks {
-            self.sum.add(&b.0);
-        }
-        let n = blocks.len() as u64;
-        self.file.reserve(self.next + n)?;
-        self.io.write_blocks(self.file, self.next, blocks)?;
-        self.next += n;
-        self.pending.drain(..whole);
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -809,7 +399,7 @@ mod tests {
             (Target::Pages, 4),
         ];
         let bytes = written_by(1, &notes, &written).unwrap();
-        let listed: Vec<_> = (NoteIter { buf: &bytes, at: 0 })
+        let listed: Vec<_> = NoteIter::new(&bytes)
             .map(|e| e.map(|(_, t, s, note)| (t, s, note.to_vec())).unwrap())
             .collect();
         let expected = [
@@ -827,7 +417,7 @@ mod tests {
     #[test]
     fn notes_are_sorted_whether_their_runs_overlap_or_not() {
         let keys = |bytes: &[u8]| -> Vec<(Target, u32)> {
-            (NoteIter { buf: bytes, at: 0 })
+            NoteIter::new(bytes)
                 .map(|e| e.map(|(_, t, s, _)| (t, s)).unwrap())
                 .collect()
         };
@@ -861,7 +451,7 @@ mod tests {
         let bytes = sorted(apart).into_sorted();
         assert_eq!(keys(&bytes), [0, 3, 7].map(|s| (Target::Pages, s)));
         // Each note still follows its own header.
-        let notes: Vec<_> = (NoteIter { buf: &bytes, at: 0 })
+        let notes: Vec<_> = NoteIter::new(&bytes)
             .map(|e| e.unwrap().3.to_vec())
             .collect();
         assert_eq!(notes, [vec![0], vec![3], vec![7]]);
