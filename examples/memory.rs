@@ -44,7 +44,7 @@ fn key(i: u64) -> [u8; 32] {
 fn small_commit(db: &Db, n: u64) -> Result<(), pagetrie::Error> {
     let session = db.begin_session();
     for i in 0..100 {
-        session.write(key(1 << 40 | n * 100 + i), Some(vec![n as u8; 64]));
+        session.write(key((1 << 40) | (n * 100 + i)), Some(vec![n as u8; 64]));
     }
     session.commit().map(drop)
 }

@@ -280,7 +280,16 @@ impl SnapshotState {
         // stay in RAM either way, so dropping them would refuse snapshots
         // whose values are still here.
         let kept: HashSet<*const Undo> = self.chain.undos().map(Arc::as_ptr).collect();
-        let mut own = self.own_bytes(&kept);
+        // An undo being installed (its commit has not advanced the head yet,
+        // nor joined the chain) is counted once it has: the history may keep
+        // it, and it must not make older ones go before then.
+        let head = self.head.seqno;
+        let mut own: usize = self
+            .undos
+            .iter()
+            .filter(|undo| undo.seqno <= head && !kept.contains(&Arc::as_ptr(undo)))
+            .map(|undo| undo.bytes())
+            .sum();
         let floor = self.floor;
         while own > self.budget
             && self

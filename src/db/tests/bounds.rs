@@ -142,6 +142,34 @@ fn a_snapshot_whose_values_the_history_keeps_is_never_too_old() {
 }
 
 #[test]
+fn an_undo_larger_than_the_snapshot_budget_that_the_history_keeps_expires_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new(dir.path()).history(64).history_budget_mib(64);
+    let db = Db::open(options.snapshot_budget_mib(1)).unwrap();
+    let big = |fill: u8| {
+        let session = db.begin_session();
+        for i in 0..512u32 {
+            let key = *blake3::hash(&i.to_le_bytes()).as_bytes();
+            session.write(key, Some(vec![fill; 4096]));
+        }
+        session.commit().unwrap();
+    };
+    big(0);
+    let old = db.begin_session();
+    let first = *blake3::hash(&0u32.to_le_bytes()).as_bytes();
+    // Each undo is 2 MiB, over the snapshot budget alone; the history keeps
+    // them all, so the old session reads on.
+    for fill in 1..6u8 {
+        big(fill);
+        assert_eq!(
+            old.read(&first).unwrap(),
+            Some(vec![0; 4096]),
+            "commit {fill}"
+        );
+    }
+}
+
+#[test]
 fn the_history_keeps_fewer_commits_past_its_byte_budget() {
     let dir = tempfile::tempdir().unwrap();
     let options = Options::new(dir.path()).history(64).history_budget_mib(1);
