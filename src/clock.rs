@@ -46,16 +46,43 @@ impl CacheCounts {
     }
 }
 
-/// Up to `capacity` entries; thread-safe.
+/// Entries up to `capacity` in weight (1 each unless inserted with a
+/// weight); thread-safe.
 pub(crate) struct ClockCache<K, V> {
     inner: Mutex<Clock<K, V>>,
 }
 
+/// An entry: its key, value, whether it was read since the hand last passed
+/// it, and its weight.
+type Slot<K, V> = (K, V, bool, usize);
+
 struct Clock<K, V> {
     capacity: usize,
-    slots: Vec<(K, V, bool)>,
+    /// The weight of the entries held.
+    used: usize,
+    slots: Vec<Slot<K, V>>,
     where_is: HashMap<K, usize>,
     hand: usize,
+}
+
+/// What an insert pushed out, dropped by the caller outside the lock.
+enum Dropped<V> {
+    None,
+    One(V),
+    Many(Vec<V>),
+}
+
+impl<V> Dropped<V> {
+    fn add(&mut self, value: V) {
+        *self = match std::mem::replace(self, Dropped::None) {
+            Dropped::None => Dropped::One(value),
+            Dropped::One(first) => Dropped::Many(vec![first, value]),
+            Dropped::Many(mut all) => {
+                all.push(value);
+                Dropped::Many(all)
+            }
+        };
+    }
 }
 
 impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
@@ -63,6 +90,7 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
         ClockCache {
             inner: Mutex::new(Clock {
                 capacity,
+                used: 0,
                 slots: Vec::new(),
                 where_is: HashMap::new(),
                 hand: 0,
@@ -70,7 +98,7 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
         }
     }
 
-    /// Entries it holds at most.
+    /// Weight it holds at most (entries, where each weighs 1).
     pub(crate) fn capacity(&self) -> usize {
         self.inner.lock().capacity
     }
@@ -88,10 +116,17 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
 
     /// Caches `value` as the current value of `key`.
     pub(crate) fn insert(&self, key: K, value: V) {
-        // The guard goes at the end of the statement, the value it let go of
+        self.insert_weighted(key, value, 1);
+    }
+
+    /// Caches `value` as the current value of `key`, weighing `weight`
+    /// against the capacity; one heavier than the whole capacity is not
+    /// cached (and an older value of `key` is dropped).
+    pub(crate) fn insert_weighted(&self, key: K, value: V, weight: usize) {
+        // The guard goes at the end of the statement, the values it let go of
         // after: the last handle on a page frees its block, which lookups on
         // other threads need not wait for.
-        let _replaced = self.inner.lock().put(key, value);
+        let _dropped = self.inner.lock().put(key, value, weight);
     }
 
     /// Forgets `key`; returns its value, if it had one, for the caller to
@@ -103,37 +138,63 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
 }
 
 impl<K: Hash + Eq + Copy, V> Clock<K, V> {
-    /// Caches `value` for `key`; returns the entry it replaced or evicted.
-    fn put(&mut self, key: K, value: V) -> Option<(K, V, bool)> {
-        if let Some(&i) = self.where_is.get(&key) {
-            return Some(std::mem::replace(&mut self.slots[i], (key, value, true)));
+    /// Caches `value` for `key` at `weight`; returns what it replaced or
+    /// evicted.
+    fn put(&mut self, key: K, value: V, weight: usize) -> Dropped<V> {
+        let mut dropped = Dropped::None;
+        let replaced = self.where_is.get(&key).copied();
+        // A replaced entry of the same weight keeps its place, read: the
+        // common case of a page or bucket cached again.
+        if let Some(i) = replaced.filter(|&i| self.slots[i].3 == weight) {
+            let old = std::mem::replace(&mut self.slots[i], (key, value, true, weight));
+            dropped.add(old.1);
+            return dropped;
         }
-        if self.capacity == 0 {
-            return None;
+        if let Some(i) = replaced {
+            self.where_is.remove(&key);
+            dropped.add(self.remove_at(i));
         }
-        if self.slots.len() < self.capacity {
-            self.where_is.insert(key, self.slots.len());
-            self.slots.push((key, value, false));
-            return None;
+        if weight > self.capacity {
+            return dropped;
         }
-        let victim = self.advance();
-        let evicted = std::mem::replace(&mut self.slots[victim], (key, value, false));
-        self.where_is.remove(&evicted.0);
-        self.where_is.insert(key, victim);
-        Some(evicted)
+        // An entry of weight 1 in a full cache of them takes the victim's
+        // place, as it always did; otherwise victims go until it fits.
+        while self.used + weight > self.capacity {
+            let victim = self.advance();
+            if weight == 1 && self.slots[victim].3 == 1 {
+                let old = std::mem::replace(&mut self.slots[victim], (key, value, false, 1));
+                self.where_is.remove(&old.0);
+                self.where_is.insert(key, victim);
+                dropped.add(old.1);
+                return dropped;
+            }
+            let victim_key = self.slots[victim].0;
+            self.where_is.remove(&victim_key);
+            dropped.add(self.remove_at(victim));
+        }
+        self.where_is.insert(key, self.slots.len());
+        self.slots.push((key, value, replaced.is_some(), weight));
+        self.used += weight;
+        dropped
     }
 
     /// Forgets `key`; returns its value, if it had one.
     fn take(&mut self, key: &K) -> Option<V> {
         let i = self.where_is.remove(key)?;
+        Some(self.remove_at(i))
+    }
+
+    /// Takes out the entry at `i`, whose key is already out of `where_is`.
+    fn remove_at(&mut self, i: usize) -> V {
         let removed = self.slots.swap_remove(i);
+        self.used -= removed.3;
         if let Some(moved) = self.slots.get(i) {
             self.where_is.insert(moved.0, i);
         }
         if self.hand >= self.slots.len() {
             self.hand = 0;
         }
-        Some(removed.1)
+        removed.1
     }
 }
 
@@ -199,6 +260,40 @@ mod tests {
             }
             let clock = cache.inner.lock();
             assert!(clock.slots.len() <= 70 && clock.where_is.len() == clock.slots.len());
+        }
+    }
+
+    /// Weighted entries: the weight held never passes the capacity, heavy
+    /// entries push out as many light ones as they need, and one heavier
+    /// than the capacity is not cached.
+    #[test]
+    fn weights_are_held_within_the_capacity() {
+        let cache = ClockCache::new(10);
+        for k in 0..10u32 {
+            cache.insert(k, k);
+        }
+        cache.insert_weighted(100, 100, 6);
+        assert_eq!(cache.get(&100), Some(100));
+        assert_eq!((0..10).filter(|k| cache.contains(k)).count(), 4);
+        cache.insert_weighted(200, 200, 11);
+        assert!(!cache.contains(&200));
+        // Light entries push the heavy one out when the hand reaches it.
+        let mut rng = crate::test_support::Rng(7);
+        for step in 0..10_000u32 {
+            let x = rng.next();
+            let weight = if x.is_multiple_of(7) {
+                1 + (x >> 8) as usize % 5
+            } else {
+                1
+            };
+            cache.insert_weighted((x >> 32) as u32 % 40, step, weight);
+            let clock = cache.inner.lock();
+            let used: usize = clock.slots.iter().map(|s| s.3).sum();
+            assert!(used == clock.used && used <= 10, "step {step}");
+            assert_eq!(clock.where_is.len(), clock.slots.len());
+            for (i, slot) in clock.slots.iter().enumerate() {
+                assert_eq!(clock.where_is[&slot.0], i);
+            }
         }
     }
 }

@@ -29,6 +29,7 @@
 #[cfg(test)]
 mod bench;
 mod bucket;
+mod cache;
 mod directory;
 mod overflow;
 mod plan;
@@ -47,10 +48,11 @@ use overflow::Extents;
 pub(crate) use plan::ValuePlan;
 
 use crate::block::{Block, BlockBuf, BLOCK_SIZE};
-use crate::clock::{CacheCounts, ClockCache};
+use crate::clock::CacheCounts;
 use crate::store::{stored_slot, Fetches, LastSize, Notes, Published, SlotSpace, Store, Target};
 use crate::trie::{prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
+use cache::ValueCache;
 
 struct ValueIndex {
     dir: Directory,
@@ -94,8 +96,8 @@ pub(crate) struct ValueStore {
     /// The engine its buckets live in.
     store: Arc<Store>,
     state: RwLock<ValueIndex>,
-    /// Committed bucket blocks by slot.
-    cache: ClockCache<u32, Arc<BlockBuf>>,
+    /// Committed bucket blocks by slot, and long values by hash.
+    cache: ValueCache,
     counts: CacheCounts,
     /// Buckets the last published plan rewrote: the next plan's room.
     last_plan: LastSize,
@@ -133,7 +135,7 @@ impl ValueStore {
         Ok(ValueStore {
             store: store.clone(),
             state: RwLock::new(state),
-            cache: ClockCache::new(cache_bytes / BLOCK_SIZE),
+            cache: ValueCache::new(cache_bytes / BLOCK_SIZE),
             counts: CacheCounts::default(),
             last_plan: LastSize::default(),
         })
@@ -172,7 +174,7 @@ impl ValueStore {
             (slots, state.published.generation())
         };
         for slot in slots {
-            if !self.cache.contains(&slot) {
+            if !self.cache.has_bucket(slot) {
                 let read = BucketRead { slot, generation };
                 fetches.start(&self.store, Target::Buckets, slot, W::from(read));
             }
@@ -190,8 +192,8 @@ impl ValueStore {
         // Held while caching, so no publish frees the slot in between.
         let state = self.state.read();
         // A lookup that raced the prefetch has counted the read already.
-        if state.published.is_current(read.generation) && !self.cache.contains(&read.slot) {
-            self.cache.insert(read.slot, Arc::new(block));
+        if state.published.is_current(read.generation) && !self.cache.has_bucket(read.slot) {
+            self.cache.put_bucket(read.slot, Arc::new(block));
             self.counts.prefetched(1);
         }
     }
@@ -204,7 +206,7 @@ impl ValueStore {
     fn read_buckets(&self, slots: &[u32], purpose: Purpose) -> Result<Vec<(Checked, bool)>, Error> {
         let mut found: Vec<Option<(Checked, bool)>> = slots
             .iter()
-            .map(|s| self.cache.get(s).map(|b| (Ok(b), false)))
+            .map(|s| self.cache.bucket(*s).map(|b| (Ok(b), false)))
             .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
         // A load counts what it caches, once it knows the blocks current.
@@ -289,7 +291,7 @@ impl ValueStore {
                 result = result.and_then(|()| {
                     let block = block?;
                     if from_disk && purpose != Purpose::Scan {
-                        self.cache.insert(*slot, block.clone());
+                        self.cache.put_bucket(*slot, block.clone());
                         if purpose == Purpose::Load {
                             self.counts.prefetched(1);
                         }
@@ -315,7 +317,7 @@ impl ValueStore {
                 .filter_map(|k| dir.bucket_of(k).map(|(_, meta)| meta.slot))
                 .collect();
             slots.dedup();
-            slots.retain(|s| !self.cache.contains(s));
+            slots.retain(|s| !self.cache.has_bucket(*s));
             slots.truncate(room);
             slots
         };
@@ -350,7 +352,11 @@ impl ValueStore {
                     ..
                 }) => (len, hash, start),
             };
+            if let Some(value) = self.cache.value(&hash) {
+                return Ok(Some(value.to_vec()));
+            }
             if let Some(value) = self.read_overflow(generation, len, &hash, start)? {
+                self.cache.put_value(hash, &value);
                 return Ok(Some(value));
             }
         }
@@ -434,6 +440,11 @@ impl ValueStore {
             })?;
             let mut moved = false;
             for (i, len, hash, start) in overflows {
+                // A scan reads through the cache without filling it.
+                if let Some(value) = self.cache.value(&hash) {
+                    out[i].1 = value.to_vec();
+                    continue;
+                }
                 match self.read_overflow(generation, len, &hash, start)? {
                     Some(value) => out[i].1 = value,
                     None => {

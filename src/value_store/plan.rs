@@ -94,7 +94,7 @@ impl ValueStore {
             // beside a plan (one writer).
             let block = block?;
             if from_disk {
-                self.cache.insert(slot, block.clone());
+                self.cache.put_bucket(slot, block.clone());
             }
             read.insert(slot, block);
         }
@@ -169,10 +169,10 @@ impl ValueStore {
         let mut state = self.state.write();
         state.published.publish();
         for slot in &plan.freed_slots {
-            self.cache.remove(slot);
+            self.cache.forget_bucket(*slot);
         }
         for (slot, block) in written {
-            self.cache.insert(slot, Arc::new(block));
+            self.cache.put_bucket(slot, Arc::new(block));
         }
         state.dir.apply(&plan.removed, plan.added);
         state.space = plan.space;

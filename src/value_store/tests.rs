@@ -145,7 +145,7 @@ fn a_commits_buckets_load_at_once_and_then_answer_from_ram() {
     let at = reads(&store);
     values.load_buckets(keys.iter());
     assert_eq!(reads(&store) - at, 6, "each bucket once");
-    assert!(slots.iter().all(|s| values.cache.contains(s)));
+    assert!(slots.iter().all(|s| values.cache.has_bucket(*s)));
     // Counted as prefetched, not as lookups.
     assert_eq!(values.cache_counts(), (0, 0, 6));
     let at = reads(&store);
@@ -673,4 +673,48 @@ fn values_over_the_length_limit_are_refused() {
             Err(Error::ValueTooLarge(l)) if l == len
         ));
     }
+}
+
+/// A long value read over and over costs one disk read, also after a reopen,
+/// and takes its blocks from the cache's budget: a cache too small for it
+/// reads it every time.
+#[test]
+fn a_long_value_read_again_comes_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = vec![0x60; 24 << 10];
+    {
+        let (store, values) = open(dir.path());
+        commit(
+            &store,
+            &values,
+            Changes::from([(key(7), Some(code.clone()))]),
+        );
+    }
+    let store = Arc::new(Store::open(dir.path(), StoreConfig::small()).unwrap());
+    // Room for the value's six blocks and some buckets.
+    let values = ValueStore::open(&store, 64 * 4096).unwrap();
+    let at = reads(&store);
+    assert_eq!(values.get(&key(7)).unwrap(), Some(code.clone()));
+    let first = reads(&store) - at;
+    assert!(first >= 2, "its bucket and its blocks: {first} reads");
+    for _ in 0..1000 {
+        assert_eq!(values.get(&key(7)).unwrap().as_deref(), Some(&code[..]));
+    }
+    assert_eq!(reads(&store) - at, first, "the repeats read nothing");
+    // Rewritten, the new value is read, never the cached old one.
+    let newer = vec![0x61; 24 << 10];
+    commit(
+        &store,
+        &values,
+        Changes::from([(key(7), Some(newer.clone()))]),
+    );
+    assert_eq!(values.get(&key(7)).unwrap(), Some(newer));
+    drop((store, values));
+    // With the default test cache (16 blocks) a 6-block value is over a
+    // quarter of it: read from the disk each time.
+    let (store, values) = open(dir.path());
+    values.get(&key(7)).unwrap();
+    let at = reads(&store);
+    values.get(&key(7)).unwrap();
+    assert!(reads(&store) - at >= 6);
 }
