@@ -139,7 +139,10 @@ impl Options {
         self
     }
 
-    /// RAM for value-store buckets.
+    /// RAM for value-store buckets and for values too long for a bucket
+    /// (contract code, say), in one budget (default 256 MiB): a long value is
+    /// cached by its hash at the blocks it takes, if it takes at most a
+    /// quarter of the budget.
     pub fn value_cache_mib(mut self, mib: usize) -> Options {
         self.value_cache_mib = mib;
         self
