@@ -167,34 +167,71 @@ mod pool {
         low: usize,
         since: Option<Instant>,
         ops: u32,
+        /// Free blocks taken off the list to be handed back, by the caller
+        /// once it has let go of the pool's lock ([`Pool::settle`]): a
+        /// `madvise` of a burst's worth held every allocation up.
+        pending: Option<Released>,
     }
+
+    /// Free blocks off the list while their memory is handed back.
+    pub(super) struct Released(Vec<NonNull<Block>>);
 
     // SAFETY: the free list holds blocks no BlockBuf owns.
     unsafe impl Send for Pool {}
+    // SAFETY: as the free list: blocks no BlockBuf owns.
+    unsafe impl Send for Released {}
 
     static POOL: Mutex<Pool> = parking_lot::const_mutex(Pool::new());
 
     pub(super) fn take() -> BlockBuf {
-        POOL.lock().take(Instant::now)
+        let (block, pending) = {
+            let mut pool = POOL.lock();
+            (pool.take(Instant::now), pool.pending.take())
+        };
+        hand_back(pending);
+        block
     }
 
     pub(super) fn give_back(block: NonNull<Block>) {
-        POOL.lock().give(block, Instant::now)
+        let pending = {
+            let mut pool = POOL.lock();
+            pool.give(block, Instant::now);
+            pool.pending.take()
+        };
+        hand_back(pending);
+    }
+
+    /// Hands back the memory of `released`, outside the lock, then returns
+    /// the blocks to the pool.
+    fn hand_back(released: Option<Released>) {
+        if let Some(released) = released {
+            released.madvise();
+            POOL.lock().put_released(released);
+        }
     }
 
     /// Ends the pool's period if it has lasted long enough, handing back the
     /// blocks that sat unused through it: for callers between bursts of
     /// work (a commit's end), so a quiet process releases them too.
     pub(crate) fn release_idle() {
-        POOL.lock().look(Instant::now());
+        let pending = {
+            let mut pool = POOL.lock();
+            pool.look(Instant::now());
+            pool.pending.take()
+        };
+        hand_back(pending);
     }
 
     /// Hands the memory of every free block back to the kernel; the blocks
     /// stay in the pool and fault in as zero pages when next used.
     pub(crate) fn release_free() {
-        let mut pool = POOL.lock();
-        let all = pool.free.len();
-        pool.release(all);
+        let pending = {
+            let mut pool = POOL.lock();
+            let all = pool.free.len();
+            pool.release(all);
+            pool.pending.take()
+        };
+        hand_back(pending);
     }
 
     impl Pool {
@@ -205,6 +242,7 @@ mod pool {
                 low: 0,
                 since: None,
                 ops: 0,
+                pending: None,
             }
         }
 
@@ -251,16 +289,48 @@ mod pool {
             self.low = self.free.len();
         }
 
-        /// Hands back the memory of the bottom `n` free blocks; blocks that
-        /// lie next to each other go in one call.
+        /// Takes the bottom `n` free blocks not yet released off the list,
+        /// for [`Pool::settle`] (or the global pool's caller) to hand back.
         fn release(&mut self, n: usize) {
-            if n <= self.released {
+            if n <= self.released || self.pending.is_some() {
                 return;
             }
-            let mut starts: Vec<usize> = self.free[self.released..n]
-                .iter()
-                .map(|b| b.as_ptr() as usize)
-                .collect();
+            let blocks: Vec<NonNull<Block>> = self.free.drain(self.released..n).collect();
+            self.low = self.low.min(self.free.len());
+            self.pending = Some(Released(blocks));
+        }
+
+        /// Returns blocks whose memory was handed back to the bottom of the
+        /// list, among the released ones.
+        pub(super) fn put_released(&mut self, released: Released) {
+            let at = self.released.min(self.free.len());
+            let n = released.0.len();
+            self.free.splice(at..at, released.0);
+            self.released = at + n;
+        }
+
+        /// Hands back what [`Pool::release`] took off, here: for a pool no
+        /// other thread shares.
+        #[cfg(test)]
+        pub(super) fn settle(&mut self) {
+            if let Some(released) = self.pending.take() {
+                released.madvise();
+                self.put_released(released);
+            }
+        }
+
+        /// Free blocks whose memory is still resident.
+        #[cfg(test)]
+        pub(super) fn resident(&self) -> usize {
+            self.free.len() - self.released
+        }
+    }
+
+    impl Released {
+        /// Hands the blocks' memory back to the kernel; blocks that lie next
+        /// to each other go in one call.
+        fn madvise(&self) {
+            let mut starts: Vec<usize> = self.0.iter().map(|b| b.as_ptr() as usize).collect();
             starts.sort_unstable();
             let mut i = 0;
             while i < starts.len() {
@@ -271,23 +341,16 @@ mod pool {
                     end += BLOCK_SIZE;
                     i += 1;
                 }
-                // SAFETY: [start, end) is whole free blocks of the pool's slabs,
-                // which are private anonymous mappings; no BlockBuf owns them
-                // while the pool is borrowed mutably (blocks leave the list only
-                // through it), and MADV_DONTNEED there only swaps their
-                // contents for zero pages. A failure leaves the memory
-                // resident, nothing worse.
+                // SAFETY: [start, end) is whole blocks of the pool's slabs,
+                // which are private anonymous mappings, that this value holds
+                // off the free list: no BlockBuf owns them and no `take` can
+                // hand them out until they are put back. MADV_DONTNEED there
+                // only swaps their contents for zero pages; a failure leaves
+                // the memory resident, nothing worse.
                 unsafe {
                     libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
                 }
             }
-            self.released = n;
-        }
-
-        /// Free blocks whose memory is still resident.
-        #[cfg(test)]
-        pub(super) fn resident(&self) -> usize {
-            self.free.len() - self.released
         }
     }
 
@@ -365,16 +428,19 @@ mod tests {
         assert!(free >= 20_000);
         // Not a whole period yet: nothing is released.
         pool.look(at(0));
+        pool.settle();
         assert_eq!(pool.resident(), free);
         // A period in which a few blocks cycle: all but the kept ones and
         // those in use are released.
         pool.look(at(1));
+        pool.settle();
         let cycling: Vec<BlockBuf> = (0..100).map(|_| pool.take(|| at(1))).collect();
         for b in cycling {
             let b = std::mem::ManuallyDrop::new(b);
             pool.give(b.0, || at(1));
         }
         pool.look(at(2));
+        pool.settle();
         assert!(
             pool.resident() <= pool::TEST_KEEP + 100,
             "{}",

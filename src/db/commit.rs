@@ -175,14 +175,15 @@ impl Shared {
         reads: Reads,
         prove: bool,
     ) -> Result<CommitOutput, Error> {
+        let (writer, head) = self.writer_at(base)?;
         let started = Instant::now();
-        let (_writer, head) = self.writer_at(base)?;
-        let _busy = self.store.io().busy();
+        let busy = self.store.io().busy();
         let workers = self.options.commit_workers;
         let (mut prepared, building) =
             self.prepare_and_plan(head, writes, reads, prove, workers)?;
         let pages = std::mem::take(&mut prepared.pages);
         self.apply(&prepared, pages, Some(building))?;
+        drop((busy, writer));
         self.report_commit(head.seqno + 1, started);
         Ok(prepared.into_output())
     }
@@ -231,15 +232,17 @@ impl Shared {
     /// [`Shared::apply`] under the writer lock, if `prepared`'s base is still
     /// the head; a refusal leaves `prepared` committable.
     pub(super) fn commit_prepared(&self, prepared: &Prepared) -> Result<(), Error> {
+        let writer = self.writer_at(prepared.base)?;
         let started = Instant::now();
-        let _writer = self.writer_at(prepared.base)?;
-        let _busy = self.store.io().busy();
+        let busy = self.store.io().busy();
         self.apply(prepared, prepared.pages.clone(), None)?;
+        drop((busy, writer));
         self.report_commit(prepared.base.seqno + 1, started);
         Ok(())
     }
 
-    /// After a commit landed: hands idle free blocks back to the kernel, and
+    /// After a commit landed, outside the writer lock: hands idle free
+    /// blocks back to the kernel, and
     /// tells the operator what it met: a commit slower than
     /// [`crate::Options::slow_commit_threshold`], hints dropped since the
     /// last commit.

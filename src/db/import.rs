@@ -101,9 +101,11 @@ fn build(
     progress(ImportProgress::Reading { entries: total });
 
     // The build's commits are no versions anyone rolls back to.
+    // Its chunk commits are long by design: none is logged as slow.
     let db = Db::open(Options {
         path: build_dir.db_path(),
         history: 0,
+        slow_commit_threshold: std::time::Duration::MAX,
         ..options.clone()
     })?;
     let budget = super::options::mib_bytes(options.import_memory_mib) as u64;

@@ -281,9 +281,9 @@ impl Options {
         self
     }
 
-    /// A commit that takes this long or longer (default 5 s; from the
+    /// A commit that takes this long or longer (default 5 s; from taking the
     /// writer lock to durable) is logged as a `tracing` warning, with its
-    /// seqno and milliseconds.
+    /// seqno and milliseconds. [`crate::Db::import`]'s commits are not.
     pub fn slow_commit_threshold(mut self, threshold: std::time::Duration) -> Options {
         self.slow_commit_threshold = threshold;
         self

@@ -269,7 +269,8 @@ impl Overlay {
     /// root at the same height durable, even if later commits built on it,
     /// as long as the snapshots' undos still reach back to it (they do while
     /// [`crate::Options::snapshot_budget_mib`] keeps them; past it this says
-    /// `false`).
+    /// `false`). A state committed and rolled back since counts too: it was
+    /// durable.
     pub fn is_committed(&self) -> Result<bool, Error> {
         if self.node.committed.load(Ordering::SeqCst) {
             return Ok(true);

@@ -48,8 +48,9 @@ pub(super) struct HintQueue {
     queued: AtomicUsize,
     bulk: AtomicUsize,
     dropped: AtomicU64,
-    /// `dropped` when it was last reported to the log.
-    reported: AtomicU64,
+    /// Sessions' hints dropped (a bulk batch's cut is by design, not a
+    /// full queue) since the last report to the log.
+    unreported: AtomicU64,
     limit: usize,
 }
 
@@ -59,7 +60,7 @@ impl HintQueue {
             queued: AtomicUsize::new(0),
             bulk: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
-            reported: AtomicU64::new(0),
+            unreported: AtomicU64::new(0),
             limit,
         }
     }
@@ -87,13 +88,14 @@ impl HintQueue {
         let dropped = hints.split_off(taken);
         self.dropped
             .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+        self.unreported
+            .fetch_add(dropped.len() as u64, Ordering::Relaxed);
         (hints, dropped)
     }
 
-    /// Hints dropped since the last call.
+    /// Sessions' hints the full queue dropped since the last call.
     pub(super) fn dropped_since_report(&self) -> u64 {
-        let dropped = self.dropped.load(Ordering::Relaxed);
-        dropped - self.reported.swap(dropped, Ordering::Relaxed).min(dropped)
+        self.unreported.swap(0, Ordering::Relaxed)
     }
 
     /// `n` sessions' hints acted on or discarded.

@@ -47,6 +47,9 @@ impl Db {
     /// at once fails with [`Error::Locked`]. A peer whose committed root is
     /// still `root` makes the chunks from there with [`Db::export_from`].
     pub fn restore(options: Options, root: Node) -> Result<Restore, Error> {
+        // Before anything: a resume that fails to open starts over, which
+        // would throw away the work for an option out of range.
+        options.validate()?;
         let build_dir = BuildDir::lock(&options.path, "restoring")?;
         // The chunks' commits are no versions anyone rolls back to.
         let db_options = Options {

@@ -171,6 +171,9 @@ impl RecordLog {
         }
         if self.unerased {
             self.file.erase()?;
+            // A load since may have found records the erase meant to drop.
+            self.end = 0;
+            self.starts.clear();
             self.unerased = false;
         }
         let blocks = framing::frame(self.magic, seqno, parts);

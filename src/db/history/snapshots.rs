@@ -48,7 +48,6 @@ struct SnapshotState {
     pins: BTreeMap<u64, usize>,
     /// Oldest first; every undo's commit is newer than the oldest pin's base.
     undos: VecDeque<Arc<Undo>>,
-    bytes: usize,
     /// The most `undos` may take.
     budget: usize,
     /// The oldest base the undos still serve: older ones dropped for the
@@ -82,7 +81,6 @@ impl Snapshots {
                 chain,
                 pins: BTreeMap::new(),
                 undos: VecDeque::new(),
-                bytes: 0,
                 budget,
                 floor: 0,
             }),
@@ -126,7 +124,6 @@ impl Snapshots {
     /// stores publish it.
     pub(crate) fn install(&self, undo: Arc<Undo>) {
         let mut state = self.state.write();
-        state.bytes += undo.bytes();
         state.undos.push_back(undo);
         state.prune();
     }
@@ -327,9 +324,7 @@ impl SnapshotState {
     }
 
     fn pop(&mut self) -> Option<Arc<Undo>> {
-        let undo = self.undos.pop_front()?;
-        self.bytes -= undo.bytes();
-        Some(undo)
+        self.undos.pop_front()
     }
 
     /// Whether the undos still take commit `base` back: not if one it needs

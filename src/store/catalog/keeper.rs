@@ -143,7 +143,7 @@ impl Store {
                 // Replaced, but the log was not emptied.
                 Err(e) if state.recent.base != base => {
                     tracing::warn!(error = %e, "catalog folded, but its log not emptied; it is emptied before the next record");
-                    state.fold_at = state.log.end() * 2;
+                    state.fold_at = state.fold_at.max(state.log.end() * 2);
                     return;
                 }
                 Err(e) => {
@@ -183,7 +183,7 @@ impl Store {
             Ok(blocks) => report(blocks),
             Err(e) => {
                 tracing::warn!(error = %e, "catalog fold failed; tried again once the log has doubled");
-                state.fold_at = state.log.end() * 2;
+                state.fold_at = state.fold_at.max(state.log.end() * 2);
             }
         }
     }

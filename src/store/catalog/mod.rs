@@ -150,7 +150,7 @@ fn load(
     if durable.seqno > 0 {
         tracing::warn!(
             seqno = durable.seqno,
-            "catalog missing, damaged or behind the durable commit: discarded; open reads every block and writes a new one"
+            "catalog missing, damaged or behind the durable commit: discarded; opens read every block until a new one is written"
         );
     }
     dir.remove(FILE)?;
