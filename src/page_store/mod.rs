@@ -12,7 +12,9 @@
 //! themselves. May not decide what a page contains: that is the trie update's (`update`).
 
 mod cache;
+mod change;
 mod index;
+mod noted;
 #[cfg(test)]
 mod tests;
 
@@ -22,26 +24,20 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use cache::PageCache;
+pub(crate) use change::{
+    decode_change, encode_change, PageChange, PageChanges, CHANGE_RAM_BYTES, CHANGE_RECORD_BYTES,
+};
 use index::SlotIndex;
+use noted::{index_from, note};
 
 use crate::block::{Block, BlockBuf, IoBuf, BLOCK_SIZE};
-use crate::bytes::Cursor;
 use crate::clock::CacheCounts;
 use crate::store::{
-    stored_slot, Batch, BlockWrite, Catalog, Fetches, LastSize, Notes, Published, SlotSpace, Store,
-    Target,
+    stored_slot, Batch, BlockWrite, Fetches, LastSize, Notes, Published, SlotSpace, Store, Target,
 };
-use crate::trie::page::{Page, PAGE_SIZE};
+use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 use crate::Error;
-
-/// A page's version by id: its contents, or `None` where it does not exist.
-/// A commit's trie update yields its new pages as these, and an undo keeps
-/// the old ones.
-pub(crate) type PageChange = (PageId, Option<Arc<Page>>);
-
-/// The pages a commit changes, each once.
-pub(crate) type PageChanges = Vec<PageChange>;
 
 /// Blocks the warmer reads at most in one request (1 MiB): at 2^24
 /// accounts the pages it warms fill most of their file's slots, and a long
@@ -50,41 +46,6 @@ const WARM_SPAN: usize = 256;
 /// Blocks not wanted that a warming read spans at most between two wanted
 /// ones: a block read in passing costs less than a request of its own.
 const WARM_GAP: u32 = 16;
-
-/// Bytes a [`PageChange`] takes in a record ([`encode_change`]) at most.
-pub(crate) const CHANGE_RECORD_BYTES: usize = 33 + PAGE_SIZE;
-
-/// RAM a [`PageChange`] holds at most.
-pub(crate) const CHANGE_RAM_BYTES: usize = std::mem::size_of::<PageChange>() + PAGE_SIZE;
-
-/// Appends `change` to a record of the layer above (the history's undo, which
-/// keeps the top pages as a commit found them): the page's id, whether it
-/// existed, and its block if it did.
-pub(crate) fn encode_change(out: &mut Vec<u8>, (id, page): &PageChange) {
-    out.extend_from_slice(&id.encode());
-    out.push(u8::from(page.is_some()));
-    if let Some(page) = page {
-        out.extend_from_slice(page.as_bytes());
-    }
-}
-
-/// The change [`encode_change`] wrote at the front of `bytes`; `None` if it
-/// does not parse or its block is not a valid page of its id.
-pub(crate) fn decode_change(bytes: &mut Cursor<'_>) -> Option<PageChange> {
-    let id = PageId::decode(&bytes.array()?).ok()?;
-    let page = match bytes.u8()? {
-        0 => None,
-        1 => {
-            let mut block = Block::zeroed();
-            block.0.copy_from_slice(bytes.take(PAGE_SIZE)?);
-            let page = Page::from_block(block);
-            page.check(&id).ok()?;
-            Some(Arc::new(page))
-        }
-        _ => return None,
-    };
-    Some((id, page))
-}
 
 /// Changes to pages, to be committed together; planned in parts, each of
 /// whose writes may start before the next part is known.
@@ -576,36 +537,6 @@ fn close_together(mut slots: impl Iterator<Item = u32>) -> usize {
 /// Whether `page` is intact and names itself `id`.
 fn is_page(page: &Page, id: &PageId) -> bool {
     matches!(page.verified_id(), Ok(found) if found == *id)
-}
-
-/// A page's catalog note: its id.
-fn note(id: &PageId, out: &mut Vec<u8>) {
-    out.extend_from_slice(&id.encode());
-}
-
-/// Pages with their slots.
-type Located = Vec<(PageId, u32)>;
-
-/// Indexes every page the catalog notes; returns the resident levels' pages,
-/// to be read now, and the others.
-fn index_from(
-    catalog: &Catalog,
-    index: &mut impl FnMut(PageId, u64) -> Result<(), Error>,
-) -> Result<(Located, Located), Error> {
-    let (mut resident, mut others) = (Vec::new(), Vec::new());
-    for (slot, note) in catalog.notes(Target::Pages) {
-        let id = note
-            .try_into()
-            .map_err(|_| Error::corrupt("catalog note of a page"))
-            .and_then(PageId::decode)
-            .map_err(|e| e.at("catalog", slot as u64))?;
-        index(id, slot as u64)?;
-        match id.level() < cache::RESIDENT_LEVELS {
-            true => resident.push((id, slot)),
-            false => others.push((id, slot)),
-        }
-    }
-    Ok((resident, others))
 }
 
 /// Reads the pages `wanted` (id and slot), checking each is the page named.

@@ -352,31 +352,39 @@ impl ValueStore {
                     ..
                 }) => (len, hash, start),
             };
-            if let Some(value) = self.cache.value(&hash) {
-                return Ok(Some(value.to_vec()));
-            }
-            if let Some(value) = self.read_overflow(generation, len, &hash, start)? {
-                self.cache.put_value(hash, &value);
+            if let Some(value) = self.read_overflow(generation, len, &hash, start, true)? {
                 return Ok(Some(value));
             }
         }
     }
 
     /// A value in overflow space, found in a bucket of the state published at
-    /// `generation`; `None` if a publish since freed its space, which may hold
-    /// another value by now: the caller looks again.
+    /// `generation`: from the cache if it holds it, else from the disk, then
+    /// cached if `fill` (a scan passes over without filling). `None` if a
+    /// publish since freed its space, which may hold another value by now:
+    /// the caller looks again.
     fn read_overflow(
         &self,
         generation: u64,
         len: u32,
         hash: &ValueHash,
         start: u64,
+        fill: bool,
     ) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(value) = self.cache.value(hash) {
+            return Ok(Some(value.to_vec()));
+        }
         match overflow::read(&self.store, len, hash, start) {
             Err(Error::Corrupt { .. }) if !self.state.read().published.is_current(generation) => {
                 Ok(None)
             }
-            result => result.map(Some),
+            Ok(value) => {
+                if fill {
+                    self.cache.put_value(*hash, &value);
+                }
+                Ok(Some(value))
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -440,12 +448,7 @@ impl ValueStore {
             })?;
             let mut moved = false;
             for (i, len, hash, start) in overflows {
-                // A scan reads through the cache without filling it.
-                if let Some(value) = self.cache.value(&hash) {
-                    out[i].1 = value.to_vec();
-                    continue;
-                }
-                match self.read_overflow(generation, len, &hash, start)? {
+                match self.read_overflow(generation, len, &hash, start, false)? {
                     Some(value) => out[i].1 = value,
                     None => {
                         moved = true;

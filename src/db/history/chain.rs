@@ -209,9 +209,12 @@ impl Chain {
         self.0.first().map_or(next, |undo| undo.seqno)
     }
 
-    /// Its undos, oldest first.
-    pub(crate) fn undos(&self) -> impl Iterator<Item = &Arc<Undo>> {
-        self.0.iter()
+    /// Whether it keeps `undo` (the same one, not an equal one).
+    pub(crate) fn holds(&self, undo: &Arc<Undo>) -> bool {
+        // Oldest first, one undo per commit: in seqno order.
+        self.0
+            .binary_search_by_key(&undo.seqno, |u| u.seqno)
+            .is_ok_and(|i| Arc::ptr_eq(&self.0[i], undo))
     }
 
     /// The RAM it holds.

@@ -22,7 +22,7 @@
 //! Owns the head and the sessions' pins, taken and released only through
 //! [`Pin`]. Knows nothing of blocks or the trie: it sees keys and values only.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use parking_lot::RwLock;
 
@@ -195,11 +195,10 @@ impl Snapshots {
 
     pub(crate) fn retained(&self) -> Retained {
         let state = self.state.read();
-        let kept: HashSet<*const Undo> = state.chain.undos().map(Arc::as_ptr).collect();
         Retained {
             sessions: state.pins.values().sum::<usize>() as u64,
             undos: state.undos.len() as u64,
-            bytes: state.own_bytes(&kept) as u64,
+            bytes: state.own_bytes() as u64,
             history: state.chain.len() as u64,
             history_bytes: state.chain.bytes() as u64,
         }
@@ -271,22 +270,9 @@ impl SnapshotState {
             .front()
             .is_some_and(|undo| undo.seqno <= keep_after)
         {
-            self.pop();
+            self.undos.pop_front();
         }
-        // Undos the history's chain keeps too cost the budget nothing: they
-        // stay in RAM either way, so dropping them would refuse snapshots
-        // whose values are still here.
-        let kept: HashSet<*const Undo> = self.chain.undos().map(Arc::as_ptr).collect();
-        // An undo being installed (its commit has not advanced the head yet,
-        // nor joined the chain) is counted once it has: the history may keep
-        // it, and it must not make older ones go before then.
-        let head = self.head.seqno;
-        let mut own: usize = self
-            .undos
-            .iter()
-            .filter(|undo| undo.seqno <= head && !kept.contains(&Arc::as_ptr(undo)))
-            .map(|undo| undo.bytes())
-            .sum();
+        let mut own = self.own_bytes();
         let floor = self.floor;
         while own > self.budget
             && self
@@ -294,8 +280,8 @@ impl SnapshotState {
                 .front()
                 .is_some_and(|undo| undo.seqno < self.head.seqno)
         {
-            if let Some(undo) = self.pop() {
-                if !kept.contains(&Arc::as_ptr(&undo)) {
+            if let Some(undo) = self.undos.pop_front() {
+                if !self.chain.holds(&undo) {
                     own -= undo.bytes();
                 }
                 // A base at the dropped commit or after needs none of it.
@@ -313,18 +299,18 @@ impl SnapshotState {
         }
     }
 
-    /// Bytes of the undos only the snapshots keep: not in `kept`, the
-    /// chain's.
-    fn own_bytes(&self, kept: &HashSet<*const Undo>) -> usize {
+    /// Bytes of the undos the budget bounds. Those the history's chain keeps
+    /// too cost nothing: they stay in RAM either way, so dropping them would
+    /// refuse snapshots whose values are still here. One being installed
+    /// (its commit has not advanced the head yet, nor joined the chain)
+    /// counts once it has: the history may keep it, and it must not make
+    /// older ones go before then.
+    fn own_bytes(&self) -> usize {
         self.undos
             .iter()
-            .filter(|undo| !kept.contains(&Arc::as_ptr(undo)))
+            .filter(|undo| undo.seqno <= self.head.seqno && !self.chain.holds(undo))
             .map(|undo| undo.bytes())
             .sum()
-    }
-
-    fn pop(&mut self) -> Option<Arc<Undo>> {
-        self.undos.pop_front()
     }
 
     /// Whether the undos still take commit `base` back: not if one it needs

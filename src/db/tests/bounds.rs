@@ -1,6 +1,7 @@
 //! RAM that grows with what a caller does has a bound a user can set, and a
 //! defined behaviour at it.
 
+use super::overwrite;
 use crate::db::prefetch::Hint;
 use crate::{Db, Error, Options};
 
@@ -41,16 +42,6 @@ fn a_dropped_hint_is_hinted_again() {
     assert_eq!(db.metrics().hints_dropped, 1);
     session.warm_up(&[7; 32]);
     assert_eq!(db.metrics().hints_dropped, 2);
-}
-
-/// Commits 64 values of 4 KiB under keys `0..64`, all `fill`: each commit
-/// after the first replaces 256 KiB.
-fn overwrite(db: &Db, fill: u8) {
-    let session = db.begin_session();
-    for i in 0..64u8 {
-        session.write([i; 32], Some(vec![fill; 4096]));
-    }
-    session.commit().unwrap();
 }
 
 #[test]

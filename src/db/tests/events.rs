@@ -2,31 +2,39 @@
 //! snapshots' budget emit.
 
 use std::fmt::Debug;
-use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tracing::field::{Field, Visit};
 use tracing::{span, Event, Metadata};
 
 use super::super::prefetch::Hint;
+use super::overwrite;
 use crate::{Db, Options};
 
-/// Every event on the thread it is the default on, as "LEVEL message".
-#[derive(Clone, Default)]
-struct Collect(Arc<Mutex<Vec<String>>>);
+thread_local! {
+    /// The events of this thread while a [`during`] runs on it.
+    static SEEN: std::cell::RefCell<Option<Vec<String>>> = const { std::cell::RefCell::new(None) };
+}
 
-impl Collect {
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock())
-    }
+/// The test binary's subscriber: every event, as "LEVEL message", to the
+/// emitting thread's [`SEEN`] if a [`during`] runs there. Global, not a
+/// thread's default: a callsite another test's thread registers while no
+/// thread-scoped subscriber is alive caches "never", and this thread's
+/// events from it were lost.
+struct Collect;
 
-    /// Runs `f` with this collector as the thread's subscriber, and returns
-    /// the events it saw.
-    fn during<T>(&self, f: impl FnOnce() -> T) -> (T, Vec<String>) {
-        let out = tracing::subscriber::with_default(self.clone(), f);
-        (out, self.take())
-    }
+/// Runs `f` and returns the events it emitted on this thread.
+fn during<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(Collect);
+    });
+    // Callsites registered before the collector cached "never".
+    tracing::callsite::rebuild_interest_cache();
+    SEEN.with(|seen| *seen.borrow_mut() = Some(Vec::new()));
+    let out = f();
+    let events = SEEN.with(|seen| seen.borrow_mut().take().unwrap_or_default());
+    (out, events)
 }
 
 impl tracing::Subscriber for Collect {
@@ -50,7 +58,11 @@ impl tracing::Subscriber for Collect {
         let mut message = Message(String::new());
         event.record(&mut message);
         let line = format!("{} {}", event.metadata().level(), message.0);
-        self.0.lock().push(line);
+        SEEN.with(|seen| {
+            if let Some(seen) = seen.borrow_mut().as_mut() {
+                seen.push(line);
+            }
+        });
     }
     fn enter(&self, _: &span::Id) {}
     fn exit(&self, _: &span::Id) {}
@@ -60,27 +72,18 @@ fn has(events: &[String], text: &str) -> bool {
     events.iter().any(|e| e.contains(text))
 }
 
-fn commit(db: &Db, fill: u8) {
-    let session = db.begin_session();
-    for i in 0..16u8 {
-        session.write([i; 32], Some(vec![fill; 100]));
-    }
-    session.commit().unwrap();
-}
-
 #[test]
 fn open_folds_slow_commits_and_a_discarded_catalog_are_logged() {
     let dir = tempfile::tempdir().unwrap();
-    let log = Collect::default();
     let options = Options::new(dir.path())
         .fold_in_background(false)
         .catalog_fold_blocks(1)
         .slow_commit_threshold(Duration::ZERO);
-    let (db, events) = log.during(|| Db::open(options.clone()).unwrap());
+    let (db, events) = during(|| Db::open(options.clone()).unwrap());
     assert!(has(&events, "INFO opened"), "{events:?}");
-    let ((), events) = log.during(|| {
+    let ((), events) = during(|| {
         for fill in 0..4 {
-            commit(&db, fill);
+            overwrite(&db, fill);
         }
     });
     assert!(has(&events, "WARN slow commit"), "{events:?}");
@@ -88,34 +91,26 @@ fn open_folds_slow_commits_and_a_discarded_catalog_are_logged() {
     drop(db);
     // Reopened without its catalog: open reads every block, and says so.
     std::fs::remove_file(dir.path().join("catalog")).unwrap();
-    let (db, events) = log.during(|| Db::open(options.clone()).unwrap());
+    let (db, events) = during(|| Db::open(options.clone()).unwrap());
     assert!(has(&events, "WARN catalog missing"), "{events:?}");
     assert!(!db.metrics().opened_from_catalog);
     // Fast commits say nothing.
     drop(db);
     let options = options.slow_commit_threshold(Duration::from_secs(3600));
     let db = Db::open(options).unwrap();
-    let ((), events) = log.during(|| commit(&db, 9));
+    let ((), events) = during(|| overwrite(&db, 9));
     assert!(!has(&events, "slow commit"), "{events:?}");
 }
 
 #[test]
 fn dropped_hints_and_expired_snapshots_are_logged_once_per_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let log = Collect::default();
     let options = Options::new(dir.path())
         .history(0)
         .snapshot_budget_mib(1)
         .prefetch_hints(10);
     let db = Db::open(options).unwrap();
-    let big = |fill: u8| {
-        let session = db.begin_session();
-        for i in 0..64u8 {
-            session.write([i; 32], Some(vec![fill; 4096]));
-        }
-        session.commit().unwrap();
-    };
-    big(0);
+    overwrite(&db, 0);
     let old = db.begin_session();
     let hints: Vec<Hint> = (0..1000u32)
         .map(|i| Hint {
@@ -123,10 +118,10 @@ fn dropped_hints_and_expired_snapshots_are_logged_once_per_commit() {
             bucket: true,
         })
         .collect();
-    let ((), events) = log.during(|| {
+    let ((), events) = during(|| {
         db.shared.prefetch(hints);
         for fill in 1..8 {
-            big(fill);
+            overwrite(&db, fill);
         }
     });
     let dropped: Vec<_> = events

@@ -88,6 +88,16 @@ fn commit(db: &Db, n: u64) -> Result<crate::Node, Error> {
 
 /// `options` with the catalog folded and the history trimmed as often as
 /// they can be, so that a few commits fold, trim, and copy in batches.
+/// Commits 64 values of 4 KiB under keys `0..64`, all `fill`: each commit
+/// after the first replaces 256 KiB.
+pub(super) fn overwrite(db: &Db, fill: u8) {
+    let session = db.begin_session();
+    for i in 0..64u8 {
+        session.write([i; 32], Some(vec![fill; 4096]));
+    }
+    session.commit().unwrap();
+}
+
 fn small(mut options: Options) -> Options {
     options.tuning = crate::store::Tuning::SMALL;
     options
