@@ -436,6 +436,9 @@ impl Shared {
                 old_pages.push((id, self.pages.get(&id)?));
             }
         }
+        // After the undo's pages: a page moved is not changed.
+        let moved = self.pages.clean(&mut page_plan)? + value_plan.moved;
+        page_plan.stage(&mut batch);
         // One undo for the sessions' snapshots and the history.
         let undo = Arc::new(Undo::new(seqno, base.root, root, &previous, old_pages)?);
         drop(previous);
@@ -476,6 +479,9 @@ impl Shared {
         // Last: the fold takes the store's commit lock, which the trim needs.
         self.fold_later();
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
+        self.timers
+            .blocks_moved
+            .fetch_add(moved as u64, Ordering::Relaxed);
         if prove {
             self.timers
                 .witness_bytes

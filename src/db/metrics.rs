@@ -59,6 +59,10 @@ pub struct Metrics {
     /// Serialized bytes of the witnesses `commit_and_prove` returned
     /// ([`crate::Witness::encoded_len`]).
     pub witness_bytes: u64,
+    /// Pages and buckets the cleaner moved out of sparse regions, so that
+    /// commits find wholly free regions to write in long runs; counted in
+    /// `writes_issued` and `bytes_written` too.
+    pub blocks_moved: u64,
     /// Trie pages stored.
     pub pages_stored: u64,
     /// Keys stored.
@@ -86,6 +90,7 @@ pub(crate) struct CommitTimers {
     pub(crate) plan_ns: AtomicU64,
     pub(crate) write_ns: AtomicU64,
     pub(crate) witness_bytes: AtomicU64,
+    pub(crate) blocks_moved: AtomicU64,
 }
 
 impl CommitTimers {

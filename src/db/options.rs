@@ -230,6 +230,12 @@ impl Options {
                 });
             }
         }
+        if self.tuning.placement.spare_percent > 90 {
+            return Err(Error::InvalidOptions {
+                field: "spare_space_percent",
+                reason: "must be at most 90",
+            });
+        }
         Ok(())
     }
 
@@ -257,6 +263,19 @@ impl Options {
     /// at least 1; a rewrite also waits until they are half what is kept).
     pub fn history_trim_blocks(mut self, blocks: u64) -> Options {
         self.tuning.trim_blocks = blocks;
+        self
+    }
+
+    /// Share of the pages and buckets files, in percent, kept free so that
+    /// commits write their blocks as long runs (default 25, at most 90).
+    /// A commit fills wholly free 2 MiB regions in order; to keep some
+    /// ahead, it also moves the few live blocks out of the emptiest regions
+    /// ([`crate::Metrics::blocks_moved`]), at most half as many as it writes.
+    /// More spare space leaves emptier regions, so fewer moves and longer
+    /// runs, for more disk; 0 grows the files only when no slot is free.
+    /// Placement only: a database may be reopened with another value.
+    pub fn spare_space_percent(mut self, percent: u8) -> Options {
+        self.tuning.placement.spare_percent = percent;
         self
     }
 

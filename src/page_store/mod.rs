@@ -33,7 +33,8 @@ use noted::{index_from, note};
 use crate::block::{Block, BlockBuf, IoBuf, BLOCK_SIZE};
 use crate::clock::CacheCounts;
 use crate::store::{
-    stored_slot, Batch, BlockWrite, Fetches, LastSize, Notes, Published, SlotSpace, Store, Target,
+    stored_slot, Batch, BlockWrite, Fetches, LastSize, Notes, Published, SlotSpace, Store, Stream,
+    Target,
 };
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
@@ -140,7 +141,7 @@ impl PageStore {
         let length = store.meta().lengths[Target::Pages as usize];
         let mut slots = Slots {
             index: SlotIndex::new(store.seed()),
-            space: SlotSpace::new(length, store.free_slots(Target::Pages)?),
+            space: SlotSpace::new(length, store.free_slots(Target::Pages)?, store.placement()),
             published: Published::default(),
         };
         let cache = PageCache::new(cache_pages);
@@ -379,6 +380,59 @@ impl PageStore {
     /// last change; across calls a page may change only once. A page written
     /// goes to a free slot and its old slot is freed.
     pub(crate) fn plan(&self, plan: &mut PagePlan, changes: PageChanges) -> Result<(), Error> {
+        self.plan_placed(plan, changes, Stream::Fresh)
+    }
+
+    /// Moves out the pages of the regions the plan cleans
+    /// ([`SlotSpace::clean`]) that it does not change already: each is
+    /// planned again as it is, into the moved blocks' region. Returns how
+    /// many it moved.
+    pub(crate) fn clean(&self, plan: &mut PagePlan) -> Result<usize, Error> {
+        let victims = plan.space.clean();
+        if victims.is_empty() {
+            return Ok(0);
+        }
+        let freed: HashSet<u32> = plan.freed.iter().map(|&(_, slot)| slot).collect();
+        let wanted: Vec<u64> = victims
+            .into_iter()
+            .filter(|slot| !freed.contains(slot))
+            .map(u64::from)
+            .collect();
+        let mut found = Vec::with_capacity(wanted.len());
+        self.store
+            .for_each_block(Target::Pages, &wanted, |i, block| {
+                let slot = wanted[i];
+                let page = Page::from_block(block);
+                let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
+                found.push((id, slot as u32, page));
+                Ok(())
+            })?;
+        let moves: PageChanges = {
+            let slots = self.slots.read();
+            found
+                .into_iter()
+                .filter(|(id, slot, _)| {
+                    !plan.changed.contains(id) && slots.index.candidates(id).any(|s| s == *slot)
+                })
+                .map(|(id, _, page)| {
+                    let page = Arc::new(page);
+                    // Known stored: the plan finds its slot without a read.
+                    self.cache.insert(id, page.clone());
+                    (id, Some(page))
+                })
+                .collect()
+        };
+        let moved = moves.len();
+        self.plan_placed(plan, moves, Stream::Moved)?;
+        Ok(moved)
+    }
+
+    fn plan_placed(
+        &self,
+        plan: &mut PagePlan,
+        changes: PageChanges,
+        stream: Stream,
+    ) -> Result<(), Error> {
         let mut last = HashMap::with_capacity(changes.len());
         for (i, (id, _)) in changes.iter().enumerate() {
             last.insert(*id, i);
@@ -417,7 +471,7 @@ impl PageStore {
                         (IoBuf::Owned(copy.into_block()), None)
                     }
                 };
-                let slot = plan.space.allocate()?;
+                let slot = plan.space.allocate(stream)?;
                 plan.writes.push(BlockWrite {
                     target: Target::Pages,
                     index: slot as u64,

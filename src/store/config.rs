@@ -57,6 +57,8 @@ pub(crate) struct Tuning {
     /// Catalog log bytes kept in RAM for the next fold, past which the fold
     /// reads them back from the log instead.
     pub(crate) recent_bytes: usize,
+    /// Where the pages and buckets files place new blocks.
+    pub(crate) placement: super::Placement,
 }
 
 impl Default for Tuning {
@@ -66,6 +68,7 @@ impl Default for Tuning {
             trim_blocks: 16384,
             copy_batch: 256,
             recent_bytes: 64 << 20,
+            placement: super::Placement::default(),
         }
     }
 }
@@ -92,5 +95,10 @@ impl Tuning {
         copy_batch: 3,
         // Every fold reads its records back from the log.
         recent_bytes: 0,
+        // Regions of 8 slots, so cleaning happens within a few commits.
+        placement: super::Placement {
+            region_slots: 8,
+            spare_percent: 25,
+        },
     };
 }

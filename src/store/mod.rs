@@ -26,6 +26,7 @@ mod framing;
 mod history_log;
 mod meta;
 mod persist;
+mod placement;
 mod published;
 mod reads;
 mod record_log;
@@ -44,7 +45,8 @@ pub(crate) use batch::{slot_number, stored_slot, Batch, BlockWrite, LastSize, Ta
 pub(crate) use catalog::{Catalog, Notes};
 pub(crate) use config::{default_backend, StoreConfig, Tuning};
 pub(crate) use meta::Meta;
-pub(crate) use published::{Published, SlotSpace};
+pub(crate) use placement::{Placement, SlotSpace, Stream};
+pub(crate) use published::Published;
 pub(crate) use reads::Fetches;
 
 use slot_map::SlotMap;
@@ -127,6 +129,11 @@ impl Store {
             tuning: config.tuning,
             _lock: lock,
         })
+    }
+
+    /// How the pages and buckets files place new blocks.
+    pub(crate) fn placement(&self) -> Placement {
+        self.tuning.placement
     }
 
     /// The durable state.

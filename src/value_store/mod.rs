@@ -112,7 +112,11 @@ impl ValueStore {
         let buckets_len = meta.lengths[Target::Buckets as usize];
         let mut state = ValueIndex {
             dir: Directory::new(store.seed()),
-            space: SlotSpace::new(buckets_len, store.free_slots(Target::Buckets)?),
+            space: SlotSpace::new(
+                buckets_len,
+                store.free_slots(Target::Buckets)?,
+                store.placement(),
+            ),
             extents: Extents::default(),
             published: Published::default(),
         };

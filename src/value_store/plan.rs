@@ -9,7 +9,7 @@ use super::directory::{BucketMeta, Directory};
 use super::overflow::{self, Extents};
 use super::{Purpose, ValueStore};
 use crate::block::BlockBuf;
-use crate::store::{Batch, BlockWrite, Notes, SlotSpace, Target};
+use crate::store::{Batch, BlockWrite, Notes, SlotSpace, Stream, Target};
 use crate::trie::{common_prefix_len, KeyPath, ValueHash};
 use crate::Error;
 
@@ -37,6 +37,8 @@ pub(crate) struct ValuePlan {
     notes: Notes,
     extents: Extents,
     released: Vec<(u64, u64)>,
+    /// Buckets moved out of the regions the plan cleans.
+    pub(crate) moved: usize,
 
     /// Each changed key's value before the commit, in key order: what sessions
     /// pinned to older commits read.
@@ -74,6 +76,7 @@ impl ValueStore {
             notes: Notes::default(),
             extents: state.extents.clone(),
             released: Vec::new(),
+            moved: 0,
             previous: Vec::with_capacity(changes.len()),
             previous_overflow: Vec::new(),
         };
@@ -154,6 +157,7 @@ impl ValueStore {
             i = j;
         }
         plan.flush(&mut run, &neighbour, &state.dir, None)?;
+        self.clean(&mut plan, &state.dir)?;
         // Space is released only at publish, so these still hold the old values.
         for (i, len, hash, start) in std::mem::take(&mut plan.previous_overflow) {
             plan.previous[i].1 = Some(overflow::read(&self.store, len, &hash, start)?);
@@ -182,6 +186,42 @@ impl ValueStore {
         for (start, blocks) in plan.released {
             state.extents.release(start, blocks);
         }
+    }
+}
+
+impl ValueStore {
+    /// Moves out the buckets of the regions the plan cleans
+    /// ([`SlotSpace::clean`]) that it does not rewrite already: each is
+    /// written again as it is, into the moved blocks' region.
+    fn clean(&self, plan: &mut ValuePlan, dir: &Directory) -> Result<(), Error> {
+        let victims = plan.space.clean();
+        if victims.is_empty() {
+            return Ok(());
+        }
+        let freed: std::collections::HashSet<u32> = plan.freed_slots.iter().copied().collect();
+        let wanted: Vec<u32> = victims
+            .into_iter()
+            .filter(|slot| !freed.contains(slot))
+            .collect();
+        let blocks = self.read_buckets(&wanted, Purpose::Scan)?;
+        for (slot, (block, _)) in wanted.into_iter().zip(blocks) {
+            let block = block?;
+            let entries: Vec<BucketEntry> = bucket::decode(&block)?;
+            let Some((min, meta)) = entries.first().and_then(|e| dir.bucket_of(&e.key)) else {
+                continue;
+            };
+            if meta.slot != slot {
+                continue;
+            }
+            plan.removed.push(min);
+            plan.freed_slots.push(slot);
+            let meta = meta.moved_to(plan.space.allocate(Stream::Moved)?);
+            let extents: Vec<(u64, u64)> =
+                entries.iter().filter_map(|e| e.stored.extent()).collect();
+            plan.add_bucket(BlockBuf::clone(&block), min, meta, extents.into_iter());
+            plan.moved += 1;
+        }
+        Ok(())
     }
 }
 
@@ -260,7 +300,7 @@ impl ValuePlan {
         }
         self.removed.push(min);
         self.freed_slots.push(meta.slot);
-        let slot = self.space.allocate()?;
+        let slot = self.space.allocate(Stream::Fresh)?;
         let mut meta = meta.moved_to(slot);
         // Noted before the largest key was kept: learned now, as a full
         // rewrite would.
@@ -327,7 +367,7 @@ impl ValuePlan {
         self.removed.extend(mins);
         self.freed_slots.extend(slots);
         for part in split(entries) {
-            let slot = self.space.allocate()?;
+            let slot = self.space.allocate(Stream::Fresh)?;
             let block = bucket::encode(&part, self.seqno);
             let (min, meta) = dir.summarize(slot, part.iter().map(|e| &e.key));
             self.add_bucket(

@@ -1,0 +1,360 @@
+//! Where a plan puts new blocks, so the disk takes a commit's writes as a few
+//! long runs instead of one request a block.
+//!
+//! Each slotted file is cut into regions of [`Placement::region_slots`]
+//! slots. A plan fills one region at a time, through its free slots in
+//! ascending order, choosing a wholly free region first. A commit also cleans:
+//! it picks the regions with the fewest used slots and moves their blocks
+//! out (the stores rewrite them unchanged, into a region of their own, apart
+//! from fresh blocks), so that by the next commit those regions are wholly
+//! free. The file keeps [`Placement::spare_percent`] of its slots free
+//! before it grows: more spare space, emptier victims, less copying.
+//!
+//! Owns a file's free slots as a plan sees them and the choice of regions.
+//! May not read or write blocks, nor know what they hold: the page store and
+//! the value store move the blocks it names, within their plans, so a move
+//! is published (and survives a crash) exactly like a commit's own writes.
+
+use std::collections::VecDeque;
+
+use bitvec::order::Lsb0;
+use bitvec::vec::BitVec;
+
+use super::slot_number;
+use crate::Error;
+
+/// Commits whose freed slots stay untouched after the commit that freed them
+/// is durable. 0: a slot freed by commit `n` may be written by commit `n + 1`
+/// (commits are durable one at a time, so never before `n` is). The history
+/// keeps older commits readable by their old values instead (`db::history`),
+/// so no block is held back for it.
+pub(crate) const RETAINED_COMMITS: u64 = 0;
+
+/// How a file's slots are placed: fixed per open, not stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// Slots per region: 512 is 2 MiB, a run the disk takes at its
+    /// sequential rate.
+    pub(crate) region_slots: u32,
+    /// Share of the file, in percent, kept free before it grows.
+    pub(crate) spare_percent: u8,
+}
+
+impl Default for Placement {
+    fn default() -> Placement {
+        Placement {
+            region_slots: 512,
+            spare_percent: 25,
+        }
+    }
+}
+
+/// Whose blocks an allocation places: each fills a region of its own, so
+/// blocks that live long (moved by the cleaner) do not share regions with
+/// fresh ones, most of which the next commits free again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stream {
+    /// A commit's new and changed blocks.
+    Fresh = 0,
+    /// Blocks the cleaner moves.
+    Moved = 1,
+}
+
+/// A file's free slots and length, as a plan allocates them.
+///
+/// A plan works on a copy; the copy becomes the published one once its
+/// commit is durable. A slot a commit frees becomes free only
+/// [`RETAINED_COMMITS`] commits after that commit is durable.
+#[derive(Clone, Debug)]
+pub(crate) struct SlotSpace {
+    placement: Placement,
+    /// One bit a slot, set when free; whole regions, so slots past the
+    /// file's length in its last region count as free.
+    free: BitVec<u64, Lsb0>,
+    /// Free slots of each region.
+    free_in: Vec<u32>,
+    free_total: u64,
+    /// Per stream, the next slot to look at in the region it fills.
+    cursors: [Option<u64>; 2],
+    /// Regions this plan cleans: nothing is placed in them.
+    cleaning: Vec<u32>,
+    /// Slots this plan allocated.
+    allocated: u64,
+    /// Slots freed by recent commits and not yet reusable, oldest first.
+    held: VecDeque<(u64, Vec<u32>)>,
+    length: u64,
+}
+
+impl SlotSpace {
+    /// A file of `length` blocks with `free` slots, placed by `placement`.
+    pub(crate) fn new(length: u64, free: Vec<u32>, placement: Placement) -> SlotSpace {
+        let region = u64::from(placement.region_slots.max(1));
+        let regions = length.div_ceil(region);
+        let mut space = SlotSpace {
+            placement: Placement {
+                region_slots: region as u32,
+                ..placement
+            },
+            free: BitVec::repeat(false, (regions * region) as usize),
+            free_in: vec![0; regions as usize],
+            free_total: 0,
+            cursors: [None; 2],
+            cleaning: Vec::new(),
+            allocated: 0,
+            held: VecDeque::new(),
+            length,
+        };
+        for slot in free
+            .into_iter()
+            .map(u64::from)
+            .chain(length..regions * region)
+        {
+            space.mark_free(slot);
+        }
+        space
+    }
+
+    fn region_slots(&self) -> u64 {
+        u64::from(self.placement.region_slots)
+    }
+
+    fn regions(&self) -> u32 {
+        self.free_in.len() as u32
+    }
+
+    fn mark_free(&mut self, slot: u64) {
+        let i = slot as usize;
+        if i < self.free.len() && !self.free[i] {
+            self.free.set(i, true);
+            let r = (slot / self.region_slots()) as usize;
+            self.free_in[r] += 1;
+            self.free_total += 1;
+        }
+    }
+
+    /// A free slot for `stream`'s next block: the next one up in the region
+    /// it fills, or the first of another region.
+    pub(crate) fn allocate(&mut self, stream: Stream) -> Result<u32, Error> {
+        let region = self.region_slots();
+        loop {
+            if let Some(from) = self.cursors[stream as usize] {
+                let end = (from / region + 1) * region;
+                let next = self.free[from as usize..end as usize].first_one();
+                if let Some(offset) = next {
+                    let slot = from + offset as u64;
+                    let number = slot_number(slot)?;
+                    self.free.set(slot as usize, false);
+                    self.free_in[(slot / region) as usize] -= 1;
+                    self.free_total -= 1;
+                    self.allocated += 1;
+                    self.length = self.length.max(slot + 1);
+                    self.cursors[stream as usize] = (slot + 1 < end).then_some(slot + 1);
+                    return Ok(number);
+                }
+            }
+            let chosen = self.choose();
+            self.cursors[stream as usize] = Some(u64::from(chosen) * region);
+        }
+    }
+
+    /// Whether a region is open for a stream or being cleaned.
+    fn busy(&self, r: u32) -> bool {
+        let region = self.region_slots();
+        self.cleaning.contains(&r)
+            || self
+                .cursors
+                .iter()
+                .flatten()
+                .any(|&c| c / region == u64::from(r))
+    }
+
+    /// The region a stream fills next: the first wholly free one; else a
+    /// new one at the end while the file keeps less than its spare share
+    /// free; else the one with the most free slots.
+    fn choose(&mut self) -> u32 {
+        let full = self.placement.region_slots;
+        let mut best: Option<(u32, u32)> = None;
+        for r in 0..self.regions() {
+            let free = self.free_in[r as usize];
+            if free == 0 || self.busy(r) {
+                continue;
+            }
+            if free == full {
+                return r;
+            }
+            if best.is_none_or(|(_, most)| free > most) {
+                best = Some((r, free));
+            }
+        }
+        match best {
+            Some((r, _)) if !self.below_spare() => r,
+            _ => self.grow(),
+        }
+    }
+
+    /// Whether fewer slots are free than the spare share of the file.
+    fn below_spare(&self) -> bool {
+        let capacity = u64::from(self.regions()) * self.region_slots();
+        self.free_total * 100 < capacity * u64::from(self.placement.spare_percent)
+    }
+
+    /// Adds a wholly free region past the end.
+    fn grow(&mut self) -> u32 {
+        let r = self.regions();
+        let region = self.region_slots() as usize;
+        self.free.resize(self.free.len() + region, true);
+        self.free_in.push(region as u32);
+        self.free_total += region as u64;
+        r
+    }
+
+    /// The used slots of the regions this plan should clean, so that the
+    /// next commit, if it writes as much as this one, finds wholly free
+    /// regions: the regions with the fewest used slots, while their blocks
+    /// number at most half this plan's allocations (the cleaner at most adds
+    /// half a commit's writes). The regions take no more blocks until the
+    /// commit is published; the caller moves each block it finds live there.
+    pub(crate) fn clean(&mut self) -> Vec<u32> {
+        let region = self.region_slots();
+        let full = self.placement.region_slots;
+        let wholly_free = (0..self.regions())
+            .filter(|&r| self.free_in[r as usize] == full && !self.busy(r))
+            .count() as u64;
+        // The next commit's blocks, with room for the moves' own region.
+        let mut short = (self.allocated + region).saturating_sub(wholly_free * region);
+        let mut budget = self.allocated / 2;
+        let mut victims: Vec<(u32, u32)> = (0..self.regions())
+            .map(|r| (full - self.free_in[r as usize], r))
+            .filter(|&(used, r)| used > 0 && used < full && !self.busy(r))
+            .collect();
+        victims.sort_unstable();
+        let mut slots = Vec::new();
+        for (used, r) in victims {
+            if short == 0 || u64::from(used) > budget {
+                break;
+            }
+            budget -= u64::from(used);
+            short = short.saturating_sub(region - u64::from(used));
+            self.cleaning.push(r);
+            let start = u64::from(r) * region;
+            let bits = &self.free[start as usize..(start + region) as usize];
+            slots.extend(bits.iter_zeros().map(|i| (start + i as u64) as u32));
+        }
+        slots
+    }
+
+    /// Records the slots durable commit `seqno` freed; they (and any held
+    /// longer than the window) become free once `RETAINED_COMMITS` more
+    /// commits are durable. The plan's allocations and cleaning are done.
+    pub(crate) fn release(&mut self, seqno: u64, slots: Vec<u32>) {
+        self.cleaning.clear();
+        self.allocated = 0;
+        self.held.push_back((seqno, slots));
+        while let Some((freed_by, _)) = self.held.front() {
+            if freed_by + RETAINED_COMMITS > seqno {
+                break;
+            }
+            if let Some((_, slots)) = self.held.pop_front() {
+                for slot in slots {
+                    self.mark_free(slot.into());
+                }
+            }
+        }
+    }
+
+    /// The file's length in blocks.
+    pub(crate) fn length(&self) -> u64 {
+        self.length
+    }
+
+    /// Regions of the file and how many are wholly free.
+    #[cfg(test)]
+    pub(crate) fn regions_free(&self) -> (u32, u32) {
+        let full = self.placement.region_slots;
+        let free = self.free_in.iter().filter(|&&f| f == full).count() as u32;
+        (self.regions(), free)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placed(region_slots: u32, spare_percent: u8) -> Placement {
+        Placement {
+            region_slots,
+            spare_percent,
+        }
+    }
+
+    #[test]
+    fn a_plan_fills_a_wholly_free_region_before_scattered_slots() {
+        // Region 0 has scattered holes, region 1 is wholly free.
+        let free = vec![1, 3, 8, 9, 10, 11, 12, 13, 14, 15];
+        let mut space = SlotSpace::new(16, free, placed(8, 0));
+        let got: Vec<u32> = (0..9)
+            .map(|_| space.allocate(Stream::Fresh).unwrap())
+            .collect();
+        assert_eq!(got, vec![8, 9, 10, 11, 12, 13, 14, 15, 1]);
+        assert_eq!(space.length(), 16);
+    }
+
+    #[test]
+    fn the_file_grows_by_a_region_while_below_its_spare_share() {
+        let free = vec![3];
+        let mut space = SlotSpace::new(16, free.clone(), placed(8, 25));
+        // 1 of 16 free is below 25%: a new region, in order.
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 16);
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 17);
+        assert_eq!(space.length(), 18);
+        // Without a spare share, the hole is used first.
+        let mut space = SlotSpace::new(16, free, placed(8, 0));
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 3);
+    }
+
+    #[test]
+    fn moved_blocks_fill_a_region_apart_from_fresh_ones() {
+        let mut space = SlotSpace::new(0, Vec::new(), placed(4, 0));
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 0);
+        assert_eq!(space.allocate(Stream::Moved).unwrap(), 4);
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 1);
+        assert_eq!(space.allocate(Stream::Moved).unwrap(), 5);
+    }
+
+    #[test]
+    fn cleaning_names_the_emptiest_regions_and_places_nothing_there() {
+        // Region 0 has one block used, region 1 three, region 2 four, and
+        // region 3 is wholly free.
+        let free = vec![1, 2, 3, 7, 12, 13, 14, 15];
+        let mut space = SlotSpace::new(16, free, placed(4, 0));
+        let fresh: Vec<u32> = (0..4)
+            .map(|_| space.allocate(Stream::Fresh).unwrap())
+            .collect();
+        assert_eq!(fresh, vec![12, 13, 14, 15]);
+        // Four allocations allow two moves: region 0's one block, not
+        // region 1's three.
+        assert_eq!(space.clean(), vec![0]);
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 7);
+        assert_eq!(space.allocate(Stream::Moved).unwrap(), 16);
+        // Published, the plan's allocations and cleaning are done.
+        space.release(1, vec![0]);
+        assert_eq!(space.regions_free(), (5, 1));
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_freed_slot_waits_for_its_commit() {
+        let mut space = SlotSpace::new(4, Vec::new(), placed(4, 0));
+        // A plan is a copy: slots it frees are not free to itself.
+        let mut plan = space.clone();
+        assert_eq!(plan.allocate(Stream::Fresh).unwrap(), 4);
+        space = plan;
+        space.release(1, vec![2]);
+        // The region being filled first, then the freed slot.
+        let next: Vec<u32> = (0..4)
+            .map(|_| space.allocate(Stream::Fresh).unwrap())
+            .collect();
+        assert_eq!(RETAINED_COMMITS, 0);
+        assert_eq!(next, vec![5, 6, 7, 2]);
+    }
+}
