@@ -221,6 +221,7 @@ impl Options {
             ("import_memory_mib", self.import_memory_mib as u64),
             ("catalog_fold_blocks", self.tuning.fold_blocks),
             ("history_trim_blocks", self.tuning.trim_blocks),
+            ("region_blocks", u64::from(self.tuning.placement.region_slots)),
         ];
         for (field, value) in at_least_one {
             if value == 0 {
@@ -276,6 +277,16 @@ impl Options {
     /// Placement only: a database may be reopened with another value.
     pub fn spare_space_percent(mut self, percent: u8) -> Options {
         self.tuning.placement.spare_percent = percent;
+        self
+    }
+
+    /// Blocks (4 KiB each) in a region of the pages and buckets files
+    /// (default 512, 2 MiB; at least 1): the longest run a commit writes
+    /// in one place, and the unit the cleaner empties
+    /// ([`Options::spare_space_percent`]). Placement only: a database may
+    /// be reopened with another value.
+    pub fn region_blocks(mut self, blocks: u32) -> Options {
+        self.tuning.placement.region_slots = blocks;
         self
     }
 
