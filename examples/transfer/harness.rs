@@ -405,6 +405,7 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "os_read_bytes_per_workload": sum(&|r| r.os_read_bytes) as f64 / n,
         "os_write_bytes_per_workload": sum(&|r| r.os_write_bytes) as f64 / n,
         "os_write_bytes_per_update": sum(&|r| r.os_write_bytes) as f64 / updates,
+        "blocks_moved_per_workload": only_pagetrie(json!(sum(&|r| r.blocks_moved) as f64 / n)),
         "bytes_written_per_workload": only_pagetrie(json!(sum(&|r| r.bytes_written) as f64 / n)),
         "witness_bytes_per_workload": only_pagetrie(json!(sum(&|r| r.witness_bytes) as f64 / n)),
         // A page or bucket read ahead of its lookup counts as a miss of it.
@@ -525,6 +526,11 @@ const ROWS: &[Row] = &[
         label: "disk written per account update",
         field: "os_write_bytes_per_update",
         unit: Unit::Bytes,
+    },
+    Row {
+        label: "blocks the cleaner moved per workload",
+        field: "blocks_moved_per_workload",
+        unit: Unit::Ratio,
     },
     Row {
         label: "witness per workload",

@@ -158,6 +158,8 @@ pub struct WorkloadStats {
     /// Metrics deltas over the workload.
     pub ssd_reads: u64,
     pub bytes_written: u64,
+    /// Pages and buckets the cleaner moved.
+    pub blocks_moved: u64,
     /// Page lookups, and pages read from disk (by lookups or the prefetcher).
     pub page_lookups: u64,
     pub page_loads: u64,
@@ -303,6 +305,7 @@ pub fn execute_transfers<E>(
 fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
     stats.ssd_reads = after.reads_issued - before.reads_issued;
     stats.bytes_written = after.bytes_written - before.bytes_written;
+    stats.blocks_moved = after.blocks_moved - before.blocks_moved;
     let misses = after.page_cache_misses - before.page_cache_misses;
     stats.page_lookups = after.page_cache_hits - before.page_cache_hits + misses;
     stats.page_loads = misses + (after.pages_prefetched - before.pages_prefetched);

@@ -221,7 +221,10 @@ impl Options {
             ("import_memory_mib", self.import_memory_mib as u64),
             ("catalog_fold_blocks", self.tuning.fold_blocks),
             ("history_trim_blocks", self.tuning.trim_blocks),
-            ("region_blocks", u64::from(self.tuning.placement.region_slots)),
+            (
+                "region_blocks",
+                u64::from(self.tuning.placement.region_slots),
+            ),
         ];
         for (field, value) in at_least_one {
             if value == 0 {
@@ -268,7 +271,7 @@ impl Options {
     }
 
     /// Share of the pages and buckets files, in percent, kept free so that
-    /// commits write their blocks as long runs (default 25, at most 90).
+    /// commits write their blocks as long runs (default 20, at most 90).
     /// A commit fills wholly free 2 MiB regions in order; to keep some
     /// ahead, it also moves the few live blocks out of the emptiest regions
     /// ([`crate::Metrics::blocks_moved`]), at most half as many as it writes.

@@ -44,7 +44,7 @@ impl Default for Placement {
     fn default() -> Placement {
         Placement {
             region_slots: 512,
-            spare_percent: 25,
+            spare_percent: 20,
         }
     }
 }
@@ -192,7 +192,10 @@ impl SlotSpace {
         }
     }
 
-    /// Whether fewer slots are free than the spare share of the file.
+    /// Whether fewer slots are free than the spare share of the file. The
+    /// plan's own allocations count as used: the share is what stays free
+    /// beside a commit's writes, for the next commit's runs and the
+    /// cleaner's room.
     fn below_spare(&self) -> bool {
         let capacity = u64::from(self.regions()) * self.region_slots();
         self.free_total * 100 < capacity * u64::from(self.placement.spare_percent)
@@ -212,8 +215,10 @@ impl SlotSpace {
     /// next commit, if it writes as much as this one, finds wholly free
     /// regions: the regions with the fewest used slots, while their blocks
     /// number at most half this plan's allocations (the cleaner at most adds
-    /// half a commit's writes). The regions take no more blocks until the
-    /// commit is published; the caller moves each block it finds live there.
+    /// half a commit's writes) and fit, with the victims' own free slots set
+    /// aside, in the file's free slots: a move never grows the file. The
+    /// regions take no more blocks until the commit is published; the caller
+    /// moves each block it finds live there.
     pub(crate) fn clean(&mut self) -> Vec<u32> {
         let region = self.region_slots();
         let full = self.placement.region_slots;
@@ -228,13 +233,19 @@ impl SlotSpace {
             .filter(|&(used, r)| used > 0 && used < full && !self.busy(r))
             .collect();
         victims.sort_unstable();
+        // Free slots outside the victims, where their blocks go: a move
+        // never grows the file.
+        let mut room = self.free_total;
         let mut slots = Vec::new();
         for (used, r) in victims {
-            if short == 0 || u64::from(used) > budget {
+            let locked = u64::from(full - used);
+            let used = u64::from(used);
+            if short == 0 || used > budget || locked + used > room {
                 break;
             }
-            budget -= u64::from(used);
-            short = short.saturating_sub(region - u64::from(used));
+            budget -= used;
+            room -= locked + used;
+            short = short.saturating_sub(locked);
             self.cleaning.push(r);
             let start = u64::from(r) * region;
             let bits = &self.free[start as usize..(start + region) as usize];
