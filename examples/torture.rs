@@ -5,7 +5,9 @@
 //! damaged copies of its files, and random and mutated input to every proof
 //! decoder.
 //!
-//! Some of the faulted operations are rollbacks instead of commits.
+//! Some of the faulted operations are rollbacks instead of commits. Regions
+//! are 8 blocks with a quarter of each file spare, so the cleaner moves
+//! blocks in most commits.
 //!
 //! After every event the reopened database must hold exactly the last
 //! acknowledged commit (or rollback) or the one after it, as the outcome says:
@@ -224,6 +226,11 @@ fn options(dir: &Path) -> Options {
         .page_cache_mib(2)
         .value_cache_mib(1)
         .history(WINDOW)
+        // Regions of 8 blocks with a quarter spare: commits place their
+        // blocks in runs and the cleaner moves blocks in most of them, so
+        // every kill, power loss and error can land during cleaning.
+        .region_blocks(8)
+        .spare_space_percent(25)
         .io_backend(match engine {
             Engine::Uring => IoBackend::IoUring,
             Engine::Threads => IoBackend::ThreadPool,

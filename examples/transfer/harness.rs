@@ -81,6 +81,10 @@ pub struct RunArgs {
     /// (`Options::snapshot_budget_mib`).
     #[arg(long, default_value_t = 512)]
     pub snapshot_budget_mib: usize,
+    /// pagetrie: share of the pages and buckets files kept free for long
+    /// runs (`Options::spare_space_percent`; its default if not given).
+    #[arg(long)]
+    pub spare_space_percent: Option<u8>,
     /// pagetrie: fill the page cache before open returns
     /// (`Options::warm_at_open`), as NOMT's authors prepopulate its upper
     /// levels at open; otherwise a thread fills it beside the first workloads.
@@ -157,7 +161,12 @@ pub fn report(args: &RunArgs, engine: &str, run: &Run) -> Result<(), BoxError> {
 
 pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
     let options = |path: &Path| {
-        Options::new(path)
+        let options = Options::new(path);
+        let options = match args.spare_space_percent {
+            Some(percent) => options.spare_space_percent(percent),
+            None => options,
+        };
+        options
             .page_cache_mib(args.page_cache_mib)
             .value_cache_mib(args.value_cache_mib)
             .commit_workers(args.workers)

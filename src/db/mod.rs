@@ -381,8 +381,9 @@ impl Shared {
     }
 }
 
-/// Starts the thread that folds the catalog's log into a new snapshot when it
-/// has grown enough, off the committing thread: a fold (about half a second
+/// Starts the thread that, after each commit, reads in the blocks the next
+/// commit's cleaning moves, and folds the catalog's log into a new snapshot
+/// when it has grown enough, off the committing thread: a fold (about half a second
 /// at 2^24 accounts) then overlaps the next block's execution. It holds the
 /// store's commit lock as a fold on the committing thread did, so a commit
 /// that comes first waits for it. It stops when the Db closes.
@@ -397,6 +398,11 @@ fn start_folding(
                 let Some(shared) = shared.upgrade() else {
                     return;
                 };
+                // The blocks the next commit's cleaning moves, read beside
+                // the next block's execution; an error here meets that
+                // commit's own read of them.
+                let _ = shared.pages.load_victims();
+                shared.values.load_victims();
                 shared.store.maybe_fold();
             }
         })

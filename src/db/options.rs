@@ -270,14 +270,19 @@ impl Options {
         self
     }
 
-    /// Share of the pages and buckets files, in percent, kept free so that
-    /// commits write their blocks as long runs (default 20, at most 90).
-    /// A commit fills wholly free 2 MiB regions in order; to keep some
-    /// ahead, it also moves the few live blocks out of the emptiest regions
-    /// ([`crate::Metrics::blocks_moved`]), at most half as many as it writes.
-    /// More spare space leaves emptier regions, so fewer moves and longer
-    /// runs, for more disk; 0 grows the files only when no slot is free.
-    /// Placement only: a database may be reopened with another value.
+    /// Share of the pages and buckets files, in percent, kept free beside a
+    /// commit's writes so that commits write their blocks as long runs
+    /// (default 0, at most 90). A commit fills wholly free regions
+    /// ([`Options::region_blocks`]) in order, else the emptiest; to keep
+    /// wholly free regions ahead, it also moves the live blocks out of the
+    /// emptiest regions ([`crate::Metrics::blocks_moved`]), at most half as
+    /// many as it writes, and only into free slots outside them. More spare
+    /// space means longer runs and fewer write requests, for more disk and
+    /// the moves' bytes; 0 grows the files only when no slot is free.
+    /// docs/benchmarks.md ("Writes in long runs") has the curve so far: the
+    /// moves' reads still run inside the commit, so at 2^24 accounts a
+    /// spare share does not yet pay. Placement only: a database may be
+    /// reopened with another value.
     pub fn spare_space_percent(mut self, percent: u8) -> Options {
         self.tuning.placement.spare_percent = percent;
         self
@@ -295,7 +300,9 @@ impl Options {
 
     /// Whether catalog folds run on a thread of their own after a commit
     /// returns, beside the next block's execution (default), or on the
-    /// committing thread, lengthening the commit that asks for one.
+    /// committing thread, lengthening the commit that asks for one. The
+    /// same thread reads in the blocks the next commit's cleaning moves
+    /// ([`Options::spare_space_percent`]); off, that commit reads them.
     pub fn fold_in_background(mut self, on: bool) -> Options {
         self.fold_in_background = on;
         self

@@ -127,6 +127,9 @@ pub(crate) struct PageStore {
     to_warm: parking_lot::Mutex<Vec<(PageId, u32)>>,
     /// The warmer's read buffer, freed when it is done.
     warm_span: parking_lot::Mutex<Vec<Block>>,
+    /// The pages [`PageStore::load_victims`] found in the next plan's
+    /// victims, by slot: that plan takes them from the cache.
+    victim_ids: parking_lot::Mutex<HashMap<u32, PageId>>,
     counts: CacheCounts,
     /// Pages the last published plan changed: the next plan's room.
     last_plan: LastSize,
@@ -188,6 +191,7 @@ impl PageStore {
             cache,
             to_warm: parking_lot::Mutex::new(to_warm),
             warm_span: parking_lot::Mutex::new(Vec::new()),
+            victim_ids: parking_lot::Mutex::new(HashMap::new()),
             counts: CacheCounts::default(),
             last_plan: LastSize::default(),
         })
@@ -384,21 +388,28 @@ impl PageStore {
     }
 
     /// Moves out the pages of the regions the plan cleans
-    /// ([`SlotSpace::clean`]) that it does not change already: each is
+    /// ([`SlotSpace::victims`]) that it does not change already: each is
     /// planned again as it is, into the moved blocks' region. Returns how
     /// many it moved.
     pub(crate) fn clean(&self, plan: &mut PagePlan) -> Result<usize, Error> {
-        let victims = plan.space.clean();
+        let victims = plan.space.victims();
         if victims.is_empty() {
             return Ok(0);
         }
         let freed: HashSet<u32> = plan.freed.iter().map(|&(_, slot)| slot).collect();
-        let wanted: Vec<u64> = victims
-            .into_iter()
-            .filter(|slot| !freed.contains(slot))
-            .map(u64::from)
-            .collect();
-        let mut found = Vec::with_capacity(wanted.len());
+        let known = std::mem::take(&mut *self.victim_ids.lock());
+        let mut found = Vec::with_capacity(victims.len());
+        let mut wanted = Vec::new();
+        for slot in victims.into_iter().filter(|slot| !freed.contains(slot)) {
+            // Loaded ahead: from the cache, if it is still there.
+            let cached = known
+                .get(&slot)
+                .and_then(|id| Some((*id, self.cache.get(id)?)));
+            match cached {
+                Some((id, page)) => found.push((id, slot, Page::clone(&page))),
+                None => wanted.push(u64::from(slot)),
+            }
+        }
         self.store
             .for_each_block(Target::Pages, &wanted, |i, block| {
                 let slot = wanted[i];
@@ -425,6 +436,33 @@ impl PageStore {
         let moved = moves.len();
         self.plan_placed(plan, moves, Stream::Moved)?;
         Ok(moved)
+    }
+
+    /// Reads into the cache the pages the next plan will move
+    /// ([`SlotSpace::victims`]), so that its commit does not wait for them:
+    /// the cleaner's reads run beside the next block's execution.
+    pub(crate) fn load_victims(&self) -> Result<(), Error> {
+        let (generation, victims) = {
+            let slots = self.slots.read();
+            (slots.published.generation(), slots.space.victims())
+        };
+        let wanted: Vec<u64> = victims.into_iter().map(u64::from).collect();
+        let mut known = HashMap::with_capacity(wanted.len());
+        self.store
+            .for_each_block(Target::Pages, &wanted, |i, block| {
+                let page = Page::from_block(block);
+                let slot = wanted[i] as u32;
+                if let Ok(id) = page.verified_id() {
+                    let current = self.cache.contains(&id)
+                        || self.cache_read(&id, slot, generation, Arc::new(page));
+                    if current {
+                        known.insert(slot, id);
+                    }
+                }
+                Ok(())
+            })?;
+        *self.victim_ids.lock() = known;
+        Ok(())
     }
 
     fn plan_placed(

@@ -44,7 +44,7 @@ impl Default for Placement {
     fn default() -> Placement {
         Placement {
             region_slots: 512,
-            spare_percent: 20,
+            spare_percent: 0,
         }
     }
 }
@@ -211,32 +211,30 @@ impl SlotSpace {
         r
     }
 
-    /// The used slots of the regions this plan should clean, so that the
-    /// next commit, if it writes as much as this one, finds wholly free
-    /// regions: the regions with the fewest used slots, while their blocks
-    /// number at most half this plan's allocations (the cleaner at most adds
-    /// half a commit's writes) and fit, with the victims' own free slots set
-    /// aside, in the file's free slots: a move never grows the file. The
-    /// regions take no more blocks until the commit is published; the caller
-    /// moves each block it finds live there.
-    pub(crate) fn clean(&mut self) -> Vec<u32> {
+    /// Chooses the regions the next plan cleans, so that the commit after
+    /// it, if it writes as much as the last one (`last` slots), finds wholly
+    /// free regions: the regions with the fewest used slots, while their
+    /// blocks number at most half of `last` (the cleaner at most adds half
+    /// a commit's writes) and fit, beside `last` fresh blocks and the
+    /// victims' own free slots, in the file's free slots: a move never
+    /// grows the file. Chosen at publish, so their blocks can be read into
+    /// RAM before the next commit moves them ([`SlotSpace::victims`]).
+    fn choose_victims(&mut self, last: u64) {
+        self.cleaning.clear();
         let region = self.region_slots();
         let full = self.placement.region_slots;
         let wholly_free = (0..self.regions())
             .filter(|&r| self.free_in[r as usize] == full && !self.busy(r))
             .count() as u64;
         // The next commit's blocks, with room for the moves' own region.
-        let mut short = (self.allocated + region).saturating_sub(wholly_free * region);
-        let mut budget = self.allocated / 2;
+        let mut short = (last + region).saturating_sub(wholly_free * region);
+        let mut budget = last / 2;
+        let mut room = self.free_total.saturating_sub(last);
         let mut victims: Vec<(u32, u32)> = (0..self.regions())
             .map(|r| (full - self.free_in[r as usize], r))
             .filter(|&(used, r)| used > 0 && used < full && !self.busy(r))
             .collect();
         victims.sort_unstable();
-        // Free slots outside the victims, where their blocks go: a move
-        // never grows the file.
-        let mut room = self.free_total;
-        let mut slots = Vec::new();
         for (used, r) in victims {
             let locked = u64::from(full - used);
             let used = u64::from(used);
@@ -247,6 +245,16 @@ impl SlotSpace {
             room -= locked + used;
             short = short.saturating_sub(locked);
             self.cleaning.push(r);
+        }
+    }
+
+    /// The used slots of the regions chosen for cleaning: a plan moves out
+    /// each block it finds live there and does not rewrite already. Nothing
+    /// is placed in those regions until the plan is published.
+    pub(crate) fn victims(&self) -> Vec<u32> {
+        let region = self.region_slots();
+        let mut slots = Vec::new();
+        for &r in &self.cleaning {
             let start = u64::from(r) * region;
             let bits = &self.free[start as usize..(start + region) as usize];
             slots.extend(bits.iter_zeros().map(|i| (start + i as u64) as u32));
@@ -256,10 +264,10 @@ impl SlotSpace {
 
     /// Records the slots durable commit `seqno` freed; they (and any held
     /// longer than the window) become free once `RETAINED_COMMITS` more
-    /// commits are durable. The plan's allocations and cleaning are done.
+    /// commits are durable; then chooses the regions the next plan cleans.
     pub(crate) fn release(&mut self, seqno: u64, slots: Vec<u32>) {
         self.cleaning.clear();
-        self.allocated = 0;
+        let last = std::mem::take(&mut self.allocated);
         self.held.push_back((seqno, slots));
         while let Some((freed_by, _)) = self.held.front() {
             if freed_by + RETAINED_COMMITS > seqno {
@@ -271,6 +279,7 @@ impl SlotSpace {
                 }
             }
         }
+        self.choose_victims(last);
     }
 
     /// The file's length in blocks.
@@ -334,23 +343,24 @@ mod tests {
 
     #[test]
     fn cleaning_names_the_emptiest_regions_and_places_nothing_there() {
-        // Region 0 has one block used, region 1 three, region 2 four, and
-        // region 3 is wholly free.
-        let free = vec![1, 2, 3, 7, 12, 13, 14, 15];
-        let mut space = SlotSpace::new(16, free, placed(4, 0));
+        // Region 0 has one block used, region 1 three, region 2 four;
+        // regions 3 and 4 are wholly free.
+        let free = vec![1, 2, 3, 7, 12, 13, 14, 15, 16, 17, 18, 19];
+        let mut space = SlotSpace::new(20, free, placed(4, 0));
         let fresh: Vec<u32> = (0..4)
             .map(|_| space.allocate(Stream::Fresh).unwrap())
             .collect();
         assert_eq!(fresh, vec![12, 13, 14, 15]);
-        // Four allocations allow two moves: region 0's one block, not
-        // region 1's three.
-        assert_eq!(space.clean(), vec![0]);
-        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 7);
-        assert_eq!(space.allocate(Stream::Moved).unwrap(), 16);
-        // Published, the plan's allocations and cleaning are done.
-        space.release(1, vec![0]);
+        assert!(space.victims().is_empty());
+        // Published: four allocations allow two moves, so region 0's one
+        // block is named, not region 1's three.
+        space.release(1, Vec::new());
+        assert_eq!(space.victims(), vec![0]);
+        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 16);
+        assert_eq!(space.allocate(Stream::Moved).unwrap(), 7);
+        // The move published, region 0 is wholly free.
+        space.release(2, vec![0]);
         assert_eq!(space.regions_free(), (5, 1));
-        assert_eq!(space.allocate(Stream::Fresh).unwrap(), 0);
     }
 
     #[test]

@@ -328,6 +328,21 @@ impl ValueStore {
         let _ = self.with_committed(Purpose::Load, slots_of, |_| Ok(()));
     }
 
+    /// Reads into the cache the buckets the next plan will move
+    /// ([`SlotSpace::victims`]), up to a quarter of the cache, so that its
+    /// commit does not wait for them.
+    pub(crate) fn load_victims(&self) {
+        let victims = self.state.read().space.victims();
+        let room = self.cache.capacity() / 4;
+        let slots_of = |_: &Directory| {
+            let mut slots = victims.clone();
+            slots.retain(|s| !self.cache.has_bucket(*s));
+            slots.truncate(room);
+            slots
+        };
+        let _ = self.with_committed(Purpose::Load, slots_of, |_| Ok(()));
+    }
+
     fn entry(&self, key: &KeyPath) -> Result<Option<BucketEntry>, Error> {
         let mut found = None;
         let slot_of = |dir: &Directory| match dir.bucket_of(key) {

@@ -191,10 +191,10 @@ impl ValueStore {
 
 impl ValueStore {
     /// Moves out the buckets of the regions the plan cleans
-    /// ([`SlotSpace::clean`]) that it does not rewrite already: each is
+    /// ([`SlotSpace::victims`]) that it does not rewrite already: each is
     /// written again as it is, into the moved blocks' region.
     fn clean(&self, plan: &mut ValuePlan, dir: &Directory) -> Result<(), Error> {
-        let victims = plan.space.clean();
+        let victims = plan.space.victims();
         if victims.is_empty() {
             return Ok(());
         }
