@@ -157,16 +157,16 @@ mod tests {
     fn writes_reach_the_source_only_when_a_block_finishes() {
         let stored = stored();
         let mut state = StateDb::new(&stored);
-        state.insert_block_hash(1, B256::repeat_byte(1));
+        state.set(keys::code(&B256::repeat_byte(1)), Some(vec![1]));
         assert!(stored.1.borrow().is_empty());
         state.finish().unwrap();
-        assert_eq!(*stored.1.borrow(), [keys::block_hash(1)]);
+        assert_eq!(*stored.1.borrow(), [keys::code(&B256::repeat_byte(1))]);
 
         let mut state = StateDb::new(&stored);
-        state.insert_block_hash(2, B256::repeat_byte(2));
+        state.set(keys::code(&B256::repeat_byte(2)), Some(vec![2]));
         state.fail();
         assert!(matches!(state.finish(), Err(Error::BlockFailed)));
-        assert_eq!(*stored.1.borrow(), [keys::block_hash(1)]);
+        assert_eq!(*stored.1.borrow(), [keys::code(&B256::repeat_byte(1))]);
     }
 
     #[test]

@@ -1,139 +1,103 @@
-//! Blocks: a header, its transactions, and the block hash that later blocks'
-//! `BLOCKHASH` reads.
+//! Blocks as the chain has them: alloy's consensus header and body with
+//! typed, signed transactions, and the header a producer derives from its
+//! parent before executing.
 
-use revm::context::{BlockEnv, TxEnv};
-use revm::primitives::hardfork::SpecId;
-use revm::primitives::{keccak256, Address, Bytes, TxKind, B256, U256};
+use alloy_consensus::{BlockBody, Header, TxEnvelope, EMPTY_OMMER_ROOT_HASH};
+use alloy_eips::eip1559::{BaseFeeParams, INITIAL_BASE_FEE};
+use alloy_eips::eip4895::{Withdrawal, Withdrawals};
+use alloy_eips::eip7685::EMPTY_REQUESTS_HASH;
+use alloy_hardforks::EthereumHardforks;
+use revm::primitives::{Address, B256};
 
-/// The chain id transactions are signed for and the EVM runs with.
-pub const CHAIN_ID: u64 = 1;
+use crate::Chain;
 
-/// The fork rules every block runs under, pinned so that a producer and a
-/// verifier agree whatever revm's default: Osaka, which keeps Cancun's
-/// self-destruct rules (EIP-6780) the key layout relies on.
-pub const SPEC: SpecId = SpecId::OSAKA;
+/// A block: alloy's consensus header over a body of signed transactions
+/// (and withdrawals from Shanghai on; no ommers after the merge).
+pub type Block = alloy_consensus::Block<TxEnvelope>;
 
-/// What a block's execution depends on besides its transactions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Header {
-    /// Its height; the first block after the imported state is 1.
-    pub number: u64,
-    /// The hash of the block before ([`Block::hash`]); stored in state as
-    /// block `number - 1`'s hash when this block begins.
-    pub parent_hash: B256,
-    /// Seconds since the UNIX epoch.
+/// What a producer chooses for its next block; the rest of the header
+/// follows from the parent ([`next_block`]) or from execution
+/// ([`crate::BlockOutcome::seal`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockAttributes {
+    /// Seconds since the UNIX epoch; later than the parent's.
     pub timestamp: u64,
     /// Receives the transactions' priority fees.
     pub beneficiary: Address,
-    /// Gas its transactions may use together.
-    pub gas_limit: u64,
-    /// Base fee per gas (EIP-1559), burned.
-    pub basefee: u64,
+    /// The beacon chain's randomness (`PREVRANDAO`), the header's mix hash.
+    pub prevrandao: B256,
+    /// The parent beacon block's root (EIP-4788), kept in state by the
+    /// beacon roots contract.
+    pub parent_beacon_block_root: B256,
+    /// Withdrawals from the beacon chain, credited after the transactions.
+    pub withdrawals: Vec<Withdrawal>,
+    /// The gas limit; `None` keeps the parent's. It may move from the
+    /// parent's by less than 1/1024 of it.
+    pub gas_limit: Option<u64>,
 }
 
-impl Header {
-    /// revm's view of it.
-    pub fn env(&self) -> BlockEnv {
-        BlockEnv {
-            number: U256::from(self.number),
-            beneficiary: self.beneficiary,
-            timestamp: U256::from(self.timestamp),
-            gas_limit: self.gas_limit,
-            basefee: self.basefee,
-            prevrandao: Some(B256::ZERO),
-            ..BlockEnv::default()
-        }
+/// The block after `parent` with `transactions`: number, parent hash, base
+/// fee and excess blob gas follow from the parent, the fields each fork adds
+/// are present, and the fields execution decides (state root, gas used,
+/// receipts root, logs bloom, ...) wait for [`crate::BlockOutcome::seal`].
+pub fn next_block(
+    chain: &Chain,
+    parent: &Header,
+    attributes: BlockAttributes,
+    transactions: Vec<TxEnvelope>,
+) -> Block {
+    let number = parent.number + 1;
+    let timestamp = attributes.timestamp;
+    let shanghai = chain.is_shanghai_active_at_timestamp(timestamp);
+    let cancun = chain.is_cancun_active_at_timestamp(timestamp);
+    let header = Header {
+        parent_hash: parent.hash_slow(),
+        ommers_hash: EMPTY_OMMER_ROOT_HASH,
+        beneficiary: attributes.beneficiary,
+        number,
+        gas_limit: attributes.gas_limit.unwrap_or(parent.gas_limit),
+        timestamp,
+        mix_hash: attributes.prevrandao,
+        base_fee_per_gas: expected_base_fee(chain, parent, number),
+        withdrawals_root: shanghai.then_some(B256::ZERO),
+        blob_gas_used: cancun.then_some(0),
+        excess_blob_gas: expected_excess_blob_gas(chain, parent, timestamp),
+        parent_beacon_block_root: cancun.then_some(attributes.parent_beacon_block_root),
+        requests_hash: chain
+            .is_prague_active_at_timestamp(timestamp)
+            .then_some(EMPTY_REQUESTS_HASH),
+        ..Header::default()
+    };
+    let body = BlockBody {
+        transactions,
+        ommers: Vec::new(),
+        withdrawals: shanghai.then(|| Withdrawals::new(attributes.withdrawals)),
+    };
+    Block { header, body }
+}
+
+/// The base fee of block `number` after `parent` (EIP-1559): the initial
+/// one in London's first block, then what the parent's gas use implies.
+pub(crate) fn expected_base_fee(chain: &Chain, parent: &Header, number: u64) -> Option<u64> {
+    if !chain.is_london_active_at_block(number) {
+        None
+    } else if !chain.is_london_active_at_block(parent.number) {
+        Some(INITIAL_BASE_FEE)
+    } else {
+        parent.next_block_base_fee(BaseFeeParams::ethereum())
     }
 }
 
-/// A transaction, already recovered: its sender is given, not signed for
-/// (revm checks no signatures).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tx {
-    /// The sender.
-    pub caller: Address,
-    /// The callee; `None` creates a contract from `data`.
-    pub to: Option<Address>,
-    /// Wei sent along.
-    pub value: U256,
-    /// Call data, or init code for a creation.
-    pub data: Bytes,
-    /// Must equal the sender's nonce.
-    pub nonce: u64,
-    /// Gas it may use.
-    pub gas_limit: u64,
-    /// Wei per gas it pays (at least the block's base fee).
-    pub gas_price: u128,
-}
-
-impl Tx {
-    /// revm's view of it: a legacy transaction on [`CHAIN_ID`].
-    pub fn env(&self) -> TxEnv {
-        TxEnv {
-            tx_type: 0,
-            caller: self.caller,
-            gas_limit: self.gas_limit,
-            gas_price: self.gas_price,
-            kind: match self.to {
-                Some(to) => TxKind::Call(to),
-                None => TxKind::Create,
-            },
-            value: self.value,
-            data: self.data.clone(),
-            nonce: self.nonce,
-            chain_id: Some(CHAIN_ID),
-            ..TxEnv::default()
-        }
+/// The excess blob gas of the block at `timestamp` after `parent`
+/// (EIP-4844, with Osaka's reserve price): zero in Cancun's first block.
+pub(crate) fn expected_excess_blob_gas(
+    chain: &Chain,
+    parent: &Header,
+    timestamp: u64,
+) -> Option<u64> {
+    let params = chain.blob_params(timestamp)?;
+    if !chain.is_cancun_active_at_timestamp(parent.timestamp) {
+        return Some(0);
     }
-
-    /// Feeds every field, each at a fixed width or length-prefixed, so two
-    /// transactions feed the same bytes only if they are equal.
-    fn feed(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(self.caller.as_slice());
-        match self.to {
-            Some(to) => {
-                out.push(1);
-                out.extend_from_slice(to.as_slice());
-            }
-            None => out.push(0),
-        }
-        out.extend_from_slice(&self.value.to_be_bytes::<32>());
-        out.extend_from_slice(&(self.data.len() as u64).to_be_bytes());
-        out.extend_from_slice(&self.data);
-        out.extend_from_slice(&self.nonce.to_be_bytes());
-        out.extend_from_slice(&self.gas_limit.to_be_bytes());
-        out.extend_from_slice(&self.gas_price.to_be_bytes());
-    }
-}
-
-/// A block: its header and transactions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Block {
-    /// What execution depends on besides the transactions.
-    pub header: Header,
-    /// Executed in order.
-    pub txs: Vec<Tx>,
-}
-
-impl Block {
-    /// The block's hash once its state root is `root`: keccak256 of the
-    /// header's fields, the root and every transaction. This crate's own
-    /// definition (no RLP header): it only has to bind a block to its
-    /// contents for `BLOCKHASH`.
-    pub fn hash(&self, root: &pagetrie::Node) -> B256 {
-        let h = &self.header;
-        let mut out = Vec::with_capacity(256 + self.txs.len() * 160);
-        out.extend_from_slice(&h.number.to_be_bytes());
-        out.extend_from_slice(h.parent_hash.as_slice());
-        out.extend_from_slice(&h.timestamp.to_be_bytes());
-        out.extend_from_slice(h.beneficiary.as_slice());
-        out.extend_from_slice(&h.gas_limit.to_be_bytes());
-        out.extend_from_slice(&h.basefee.to_be_bytes());
-        out.extend_from_slice(root);
-        out.extend_from_slice(&(self.txs.len() as u64).to_be_bytes());
-        for tx in &self.txs {
-            tx.feed(&mut out);
-        }
-        keccak256(&out)
-    }
+    Some(parent.next_block_excess_blob_gas(params).unwrap_or(0))
 }

@@ -97,17 +97,6 @@ pub fn decode_code(key: &KeyPath, code_hash: &B256, bytes: &[u8]) -> Result<Byte
     Ok(code)
 }
 
-/// The block hash stored at `key`.
-pub fn decode_block_hash(key: &KeyPath, bytes: &[u8]) -> Result<B256, Error> {
-    match bytes.len() {
-        32 => Ok(B256::from_slice(bytes)),
-        _ => Err(Error::Corrupt {
-            key: *key,
-            what: "block hash that is not 32 bytes",
-        }),
-    }
-}
-
 /// The account whose record is `stored` at `key`, if any.
 pub(crate) fn account(key: &KeyPath, stored: Option<&[u8]>) -> Result<Option<AccountInfo>, Error> {
     stored.map(|bytes| decode_account(key, bytes)).transpose()
@@ -132,12 +121,6 @@ pub(crate) fn code(
 /// The storage value `stored` at `key`; zero if absent.
 pub(crate) fn slot(key: &KeyPath, stored: Option<&[u8]>) -> Result<U256, Error> {
     stored.map_or(Ok(U256::ZERO), |bytes| decode_slot(key, bytes))
-}
-
-/// The block hash `stored` at `key`; zero if absent, as revm answers for
-/// blocks it does not know.
-pub(crate) fn block_hash(key: &KeyPath, stored: Option<&[u8]>) -> Result<B256, Error> {
-    stored.map_or(Ok(B256::ZERO), |bytes| decode_block_hash(key, bytes))
 }
 
 #[cfg(test)]
@@ -211,10 +194,5 @@ mod tests {
         // An EIP-7702 designator of the wrong length.
         let bad = [0xef, 0x01, 0x00, 0x01];
         assert!(decode_code(&KEY, &revm::primitives::keccak256(bad), &bad).is_err());
-        assert!(decode_block_hash(&KEY, &[0; 31]).is_err());
-        assert_eq!(
-            decode_block_hash(&KEY, &[5; 32]).unwrap(),
-            B256::repeat_byte(5)
-        );
     }
 }

@@ -5,7 +5,9 @@ use std::fmt;
 
 use pagetrie::KeyPath;
 use revm::database_interface::DBErrorMarker;
-use revm::primitives::{Address, B256};
+use revm::primitives::Address;
+
+use crate::HeaderError;
 
 /// Everything that can go wrong executing on pagetrie or checking a block
 /// statelessly.
@@ -53,14 +55,20 @@ pub enum Error {
     ValueMismatch(KeyPath),
     /// A value shipped for a key the witness proves absent.
     UnprovenValue(KeyPath),
-    /// The block's header names another parent than the verifier's chain
-    /// ends with.
-    ParentHash {
-        /// The hash of the verifier's last block.
-        expected: B256,
-        /// The header's parent hash.
-        found: B256,
+    /// The block's header is not the one its parent and contents imply.
+    Header(HeaderError),
+    /// No sender recovers from transaction `index`'s signature.
+    InvalidSignature {
+        /// Its position in the block.
+        index: usize,
     },
+    /// A system call, a withdrawal or a request of the block failed: the
+    /// block is invalid.
+    Execution(String),
+    /// What a [`crate::StateDb`] answers revm when reading `key` failed; the
+    /// failure itself is what [`crate::execute_block`] and
+    /// [`crate::StateDb::finish`] return.
+    ReadFailed(KeyPath),
     /// Re-executing the block led to another root than the one it claims.
     RootMismatch {
         /// The root the block claims.
@@ -72,8 +80,16 @@ pub enum Error {
     /// transaction (rules before Cancun): its older storage slots are not in
     /// the journal, and the layout does not find them (see the crate docs).
     StorageWipe(Address),
+    /// A secret key that is none, or a signature that could not be made.
+    Key(&'static str),
     /// Bytes of a block proof that do not decode.
     Malformed(&'static str),
+}
+
+impl From<HeaderError> for Error {
+    fn from(e: HeaderError) -> Error {
+        Error::Header(e)
+    }
 }
 
 impl From<pagetrie::Error> for Error {
@@ -136,10 +152,12 @@ impl fmt::Display for Error {
                     hex(key)
                 )
             }
-            Error::ParentHash { expected, found } => write!(
-                f,
-                "the block's parent hash is {found}, the chain ends with {expected}"
-            ),
+            Error::Header(e) => write!(f, "invalid header: {e}"),
+            Error::InvalidSignature { index } => {
+                write!(f, "no sender recovers from transaction {index}'s signature")
+            }
+            Error::Execution(e) => write!(f, "the block failed: {e}"),
+            Error::ReadFailed(key) => write!(f, "reading key {} failed", hex(key)),
             Error::RootMismatch { claimed, computed } => write!(
                 f,
                 "re-execution computed root {}, the block claims {}",
@@ -151,6 +169,7 @@ impl fmt::Display for Error {
                 "account {address} self-destructed without being created in the same \
                  transaction; its storage cannot be wiped (needs Cancun rules or later)"
             ),
+            Error::Key(what) => write!(f, "wallet: {what}"),
             Error::Malformed(what) => write!(f, "malformed block proof: {what}"),
         }
     }
@@ -160,6 +179,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Pagetrie(e) => Some(e),
+            Error::Header(e) => Some(e),
             _ => None,
         }
     }

@@ -1,128 +1,240 @@
-//! Executing a block with revm on any database that takes commits: pagetrie
+//! Executing a block through alloy-evm's Ethereum block executor, the one
+//! Rust nodes run revm with, on any database that takes commits: pagetrie
 //! through [`crate::StateDb`], revm's in-memory database for comparison, and
 //! the stateless verifier's witness.
+//!
+//! The executor makes the system calls (EIP-2935's block hashes, EIP-4788's
+//! beacon root, EIP-7002 and EIP-7251 requests), runs the transactions,
+//! builds receipts and credits withdrawals; each of its commits reaches the
+//! database as revm's [`DatabaseCommit`], which [`crate::StateDb`] turns into
+//! pagetrie writes. State is not revm's `State` with its bundle: the
+//! database already keeps one value per key for the whole block, and the
+//! writes it hands a session are exactly the block's.
 
-use revm::context::result::EVMError;
-use revm::context::Context;
+use std::borrow::Cow;
+
+use alloy_consensus::proofs::{
+    calculate_receipt_root, calculate_transaction_root, calculate_withdrawals_root,
+};
+use alloy_consensus::transaction::{Recovered, SignerRecoverable};
+use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, TxEnvelope, TxReceipt};
+use alloy_eips::eip7685::Requests;
+use alloy_evm::block::{
+    BlockExecutionError, BlockExecutor, BlockValidationError, ExecutableTx,
+};
+use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutor};
+use alloy_evm::{EthEvmFactory, EvmFactory};
+use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
+use alloy_hardforks::EthereumHardforks;
 use revm::database::CacheDB;
-use revm::primitives::{B256, U256};
-use revm::{Database, DatabaseCommit, DatabaseRef, ExecuteCommitEvm, MainBuilder, MainContext};
+use alloy_primitives::{Bloom, B256};
+use revm::{Database, DatabaseCommit, DatabaseRef};
 
-use crate::{Block, Error, Source, StateDb};
+use crate::history::History;
+use crate::{Block, Chain, Error, Source, StateDb};
 
-/// What [`execute_block`] needs of a database beside revm's traits: it keeps
-/// block hashes for `BLOCKHASH` (each block stores its parent's hash when it
-/// begins) and hears when a block fails.
+/// What [`execute_block`] needs of a database beside revm's traits: to hear
+/// that a block failed, and to give back the cause of a failed read.
 pub trait BlockDb {
-    /// Records block `number`'s hash.
-    fn insert_block_hash(&mut self, number: u64, hash: B256);
-
     /// The block being executed failed; a database that holds the block's
     /// writes back drops them.
     fn block_failed(&mut self) {}
+
+    /// The error behind the first read that failed, which revm saw only as
+    /// a failure ([`Error::ReadFailed`]).
+    fn take_failure(&mut self) -> Option<Error> {
+        None
+    }
 }
 
 impl<S: Source> BlockDb for StateDb<S> {
-    fn insert_block_hash(&mut self, number: u64, hash: B256) {
-        StateDb::insert_block_hash(self, number, hash)
-    }
-
     fn block_failed(&mut self) {
         self.fail()
+    }
+
+    fn take_failure(&mut self) -> Option<Error> {
+        StateDb::take_failure(self)
     }
 }
 
 /// revm's in-memory database, the reference pagetrie's results are compared
 /// with. It keeps the transactions a failed block committed before failing.
-impl<E: DatabaseRef> BlockDb for CacheDB<E> {
-    fn insert_block_hash(&mut self, number: u64, hash: B256) {
-        self.cache.block_hashes.insert(U256::from(number), hash);
+impl<E: DatabaseRef> BlockDb for CacheDB<E> {}
+
+/// What a block did: its receipts and the totals its header commits to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockOutcome {
+    /// One per transaction, in order: status, cumulative gas, logs, bloom.
+    pub receipts: Vec<ReceiptEnvelope>,
+    /// Gas the transactions used together.
+    pub gas_used: u64,
+    /// Blob gas the transactions used together (EIP-4844).
+    pub blob_gas_used: u64,
+    /// The execution-layer requests the block produced (EIP-7685).
+    pub requests: Requests,
+}
+
+impl BlockOutcome {
+    /// `block` with what its execution decided written into its header:
+    /// the state root `state_root` (the root its commit returned), gas
+    /// used, the transactions, receipts and withdrawals roots, the logs
+    /// bloom, blob gas used and the requests hash.
+    pub fn seal(&self, chain: &Chain, mut block: Block, state_root: &pagetrie::Node) -> Block {
+        block.header = self.sealed_header(chain, &block.header, &block.body, state_root);
+        block
+    }
+
+    /// The header [`BlockOutcome::seal`] writes.
+    pub(crate) fn sealed_header(
+        &self,
+        chain: &Chain,
+        header: &Header,
+        body: &BlockBody<TxEnvelope>,
+        state_root: &pagetrie::Node,
+    ) -> Header {
+        let mut sealed = header.clone();
+        let (transactions_root, withdrawals_root) = body_roots(body);
+        sealed.transactions_root = transactions_root;
+        sealed.withdrawals_root = withdrawals_root;
+        sealed.state_root = B256::from(*state_root);
+        sealed.receipts_root = calculate_receipt_root(&self.receipts);
+        let mut bloom = Bloom::ZERO;
+        for receipt in &self.receipts {
+            bloom.accrue_bloom(&receipt.bloom());
+        }
+        sealed.logs_bloom = bloom;
+        sealed.gas_used = self.gas_used;
+        if chain.is_cancun_active_at_timestamp(header.timestamp) {
+            sealed.blob_gas_used = Some(self.blob_gas_used);
+        }
+        if chain.is_prague_active_at_timestamp(header.timestamp) {
+            sealed.requests_hash = Some(self.requests.requests_hash());
+        }
+        sealed
     }
 }
 
-/// What one transaction did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TxOutcome {
-    /// Gas it used, after refunds.
-    pub gas_used: u64,
-    /// Whether it ran to the end (not reverted or halted).
-    pub success: bool,
+/// The transactions root and the withdrawals root (if it has withdrawals)
+/// a header commits `body` with.
+pub(crate) fn body_roots(body: &BlockBody<TxEnvelope>) -> (B256, Option<B256>) {
+    (
+        calculate_transaction_root(&body.transactions),
+        body.withdrawals.as_ref().map(|w| calculate_withdrawals_root(w)),
+    )
 }
 
-/// What a block did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BlockOutcome {
-    /// Each transaction's outcome, in order.
-    pub txs: Vec<TxOutcome>,
-    /// Their gas together.
-    pub gas_used: u64,
-}
-
-/// Executes `block` on `db`, committing each transaction as it ends: first
-/// the parent's hash is stored (as block `number - 1`'s), then the
-/// transactions run in order.
+/// Executes `block` on `db` under `chain`'s rules for its header: senders
+/// are recovered from the signatures, the system calls run, then the
+/// transactions in order, each committed as it ends, then withdrawals are
+/// credited and requests collected. The header's execution fields
+/// (number, timestamp, beneficiary, gas limit, base fee, prevrandao,
+/// excess blob gas, parent hash, beacon root) are taken as given; the
+/// verifier checks them against the parent first.
 ///
-/// Fails with [`Error::InvalidTransaction`] if revm refuses one (the block is
-/// invalid), with [`Error::BlockGasLimit`] before running a transaction
-/// whose gas limit exceeds the gas the block has left, and
-/// with the database's error if a read fails. On failure it tells `db`
-/// ([`BlockDb::block_failed`]): a [`StateDb`] then refuses to
-/// [`finish`](StateDb::finish), so none of the block reaches its session.
-pub fn execute_block<DB>(db: &mut DB, block: &Block) -> Result<BlockOutcome, Error>
+/// Fails with [`Error::InvalidSignature`] for a signature no sender
+/// recovers from, [`Error::InvalidTransaction`] if revm refuses one (nonce,
+/// funds, chain id, ...), [`Error::BlockGasLimit`] for a transaction whose
+/// gas limit exceeds what the block has left, [`Error::Execution`] if a
+/// system call or withdrawal fails, and with the database's error if a read
+/// fails. On failure it tells `db` ([`BlockDb::block_failed`]): a
+/// [`StateDb`] then refuses to [`finish`](StateDb::finish), so none of the
+/// block reaches its session.
+pub fn execute_block<DB>(db: &mut DB, chain: &Chain, block: &Block) -> Result<BlockOutcome, Error>
 where
     DB: Database + DatabaseCommit + BlockDb,
-    Error: From<DB::Error>,
+    DB::Error: Send + Sync + 'static,
 {
-    let result = execute(db, block);
+    let result = execute(db, chain, block);
     if result.is_err() {
         db.block_failed();
     }
-    result
+    result.map_err(|e| db.take_failure().unwrap_or(e))
 }
 
-fn execute<DB>(db: &mut DB, block: &Block) -> Result<BlockOutcome, Error>
+fn execute<DB>(db: &mut DB, chain: &Chain, block: &Block) -> Result<BlockOutcome, Error>
 where
-    DB: Database + DatabaseCommit + BlockDb,
-    Error: From<DB::Error>,
+    DB: Database + DatabaseCommit,
+    DB::Error: Send + Sync + 'static,
 {
-    let header = &block.header;
-    if let Some(parent) = header.number.checked_sub(1) {
-        db.insert_block_hash(parent, header.parent_hash);
-    }
-    let mut evm = Context::mainnet()
-        .with_db(&mut *db)
-        .with_block(header.env())
-        .modify_cfg_chained(|cfg| {
-            cfg.chain_id = crate::CHAIN_ID;
-            cfg.set_spec_and_mainnet_gas_params(crate::SPEC);
+    let senders = block
+        .body
+        .transactions
+        .iter()
+        .enumerate()
+        .map(|(index, tx)| {
+            tx.recover_signer()
+                .map(|signer| Recovered::new_unchecked(tx, signer))
+                .map_err(|_| Error::InvalidSignature { index })
         })
-        .build_mainnet();
-    let mut outcome = BlockOutcome::default();
-    for (index, tx) in block.txs.iter().enumerate() {
-        // As Ethereum does: a transaction must fit in the gas left whatever
-        // it ends up using, so the block's gas can never go over.
-        let available = header.gas_limit.saturating_sub(outcome.gas_used);
-        if tx.gas_limit > available {
-            return Err(Error::BlockGasLimit {
-                index,
-                gas_limit: tx.gas_limit,
-                available,
-            });
-        }
-        let result = evm.transact_commit(tx.env()).map_err(|e| match e {
-            EVMError::Database(e) => Error::from(e),
-            other => Error::InvalidTransaction {
-                index,
-                reason: other.to_string(),
-            },
-        })?;
-        // At most tx.gas_limit, which fit: the sum stays within the limit.
-        let gas_used = result.tx_gas_used();
-        outcome.gas_used = outcome.gas_used.saturating_add(gas_used);
-        outcome.txs.push(TxOutcome {
-            gas_used,
-            success: result.is_success(),
-        });
+        .collect::<Result<Vec<_>, _>>()?;
+    let header = &block.header;
+    let evm = EthEvmFactory::default().create_evm(History(db), chain.evm_env(header));
+    let ctx = EthBlockExecutionCtx {
+        parent_hash: header.parent_hash,
+        parent_beacon_block_root: header.parent_beacon_block_root,
+        ommers: &block.body.ommers,
+        withdrawals: block
+            .body
+            .withdrawals
+            .as_ref()
+            .map(|w| Cow::Borrowed(w.as_slice())),
+        extra_data: header.extra_data.clone(),
+        tx_count_hint: Some(senders.len()),
+        slot_number: None,
+    };
+    let mut executor = EthBlockExecutor::new(evm, ctx, chain, AlloyReceiptBuilder::default());
+    executor
+        .apply_pre_execution_changes()
+        .map_err(block_error)?;
+    for (index, tx) in senders.into_iter().enumerate() {
+        run(&mut executor, tx).map_err(|e| tx_error(index, e))?;
     }
-    Ok(outcome)
+    let result = executor
+        .apply_post_execution_changes()
+        .map_err(block_error)?;
+    Ok(BlockOutcome {
+        receipts: result.receipts,
+        gas_used: result.gas_used,
+        blob_gas_used: result.blob_gas_used,
+        requests: result.requests,
+    })
+}
+
+fn run<E: BlockExecutor>(
+    executor: &mut E,
+    tx: impl ExecutableTx<E>,
+) -> Result<(), BlockExecutionError> {
+    executor.execute_transaction(tx).map(|_| ())
+}
+
+/// What a failure around the transactions (a system call, a withdrawal)
+/// becomes.
+fn block_error(e: BlockExecutionError) -> Error {
+    Error::Execution(e.to_string())
+}
+
+/// What transaction `index`'s failure becomes.
+fn tx_error(index: usize, e: BlockExecutionError) -> Error {
+    match e {
+        BlockExecutionError::Validation(
+            BlockValidationError::TransactionGasLimitMoreThanAvailableBlockGas {
+                transaction_gas_limit,
+                block_available_gas,
+            },
+        ) => Error::BlockGasLimit {
+            index,
+            gas_limit: transaction_gas_limit,
+            available: block_available_gas,
+        },
+        BlockExecutionError::Validation(BlockValidationError::InvalidTx { error, .. }) => {
+            Error::InvalidTransaction {
+                index,
+                reason: error.to_string(),
+            }
+        }
+        other => Error::InvalidTransaction {
+            index,
+            reason: other.to_string(),
+        },
+    }
 }

@@ -14,8 +14,6 @@ const ACCOUNT: u8 = 0x01;
 const STORAGE: u8 = 0x02;
 /// Tag of contract code's key.
 const CODE: u8 = 0x03;
-/// Tag of a block hash's key.
-const BLOCK_HASH: u8 = 0x04;
 
 /// The key of `address`'s account record: blake3(0x01 ‖ address).
 pub fn account(address: &Address) -> KeyPath {
@@ -44,15 +42,6 @@ pub fn code(code_hash: &B256) -> KeyPath {
     *blake3::hash(&input).as_bytes()
 }
 
-/// The key of block `number`'s hash: blake3(0x04 ‖ number as 8 bytes
-/// big-endian).
-pub fn block_hash(number: u64) -> KeyPath {
-    let mut input = [0u8; 9];
-    input[0] = BLOCK_HASH;
-    input[1..].copy_from_slice(&number.to_be_bytes());
-    *blake3::hash(&input).as_bytes()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,8 +58,6 @@ mod tests {
             storage(&b, &U256::ZERO),
             code(&B256::repeat_byte(7)),
             code(&B256::repeat_byte(8)),
-            block_hash(0),
-            block_hash(1),
         ];
         let distinct: std::collections::HashSet<_> = keys.iter().collect();
         assert_eq!(distinct.len(), keys.len());

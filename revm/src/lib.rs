@@ -82,24 +82,41 @@
 
 mod apply;
 mod block;
+mod chain;
 pub mod codec;
 mod error;
 mod execute;
 pub mod genesis;
+mod history;
 pub mod keys;
 mod reader;
 mod source;
 mod state;
 mod stateless;
 pub mod token;
+mod validate;
+mod wallet;
 
 /// The revm this crate is built on, for its types.
 pub use revm;
+/// alloy's consensus types blocks are made of: headers, typed transactions,
+/// receipts.
+pub use alloy_consensus as consensus;
+/// alloy's EIP types: withdrawals, requests, system contract addresses.
+pub use alloy_eips as eips;
+/// alloy's fork names and conditions, for [`Chain::with_forks`].
+pub use alloy_hardforks as hardforks;
 
-pub use block::{Block, Header, Tx, CHAIN_ID, SPEC};
+pub use alloy_consensus::Header;
+/// A transaction's signature.
+pub use alloy_primitives::Signature;
+pub use block::{next_block, Block, BlockAttributes};
+pub use chain::Chain;
 pub use error::Error;
-pub use execute::{execute_block, BlockDb, BlockOutcome, TxOutcome};
+pub use execute::{execute_block, BlockDb, BlockOutcome};
 pub use reader::Reader;
 pub use source::Source;
 pub use state::{Changes, StateDb};
 pub use stateless::{verify_block, BlockProof};
+pub use validate::HeaderError;
+pub use wallet::Wallet;

@@ -44,8 +44,10 @@ impl<S: Source> DatabaseRef for Reader<S> {
         codec::slot(&key, self.0.read(&key)?.as_deref())
     }
 
+    /// From the EIP-2935 history contract's storage, as execution reads it.
     fn block_hash_ref(&self, number: u64) -> Result<B256, Error> {
-        let key = keys::block_hash(number);
-        codec::block_hash(&key, self.0.read(&key)?.as_deref())
+        let slot = number % alloy_eips::eip2935::HISTORY_SERVE_WINDOW as u64;
+        let hash = self.storage_ref(alloy_eips::eip2935::HISTORY_STORAGE_ADDRESS, StorageKey::from(slot))?;
+        Ok(B256::from(hash))
     }
 }

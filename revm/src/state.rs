@@ -53,6 +53,9 @@ pub struct StateDb<S> {
     wipe_refused: Option<Address>,
     /// The block's execution failed: its writes must not reach the source.
     failed: bool,
+    /// The first read of the source that failed; revm saw
+    /// [`Error::ReadFailed`].
+    failure: Option<Error>,
 }
 
 impl<S: Source> StateDb<S> {
@@ -65,6 +68,7 @@ impl<S: Source> StateDb<S> {
             changes: Changes::default(),
             wipe_refused: None,
             failed: false,
+            failure: None,
         }
     }
 
@@ -87,10 +91,13 @@ impl<S: Source> StateDb<S> {
     /// returns its writes and reads: the only way the block's writes reach
     /// a session.
     ///
-    /// Fails, writing nothing, if a commit was refused
-    /// ([`Error::StorageWipe`]) or the block's execution failed
-    /// ([`Error::BlockFailed`]): the writes would be part of a block.
+    /// Fails, writing nothing, if a read failed (with that read's error), a
+    /// commit was refused ([`Error::StorageWipe`]) or the block's execution
+    /// failed ([`Error::BlockFailed`]): the writes would be part of a block.
     pub fn finish(mut self) -> Result<Changes, Error> {
+        if let Some(e) = self.failure.take() {
+            return Err(e);
+        }
         self.check()?;
         if self.failed {
             return Err(Error::BlockFailed);
@@ -114,11 +121,25 @@ impl<S: Source> StateDb<S> {
         self.failed = true;
     }
 
+    /// The error of the first read that failed, if any.
+    pub(crate) fn take_failure(&mut self) -> Option<Error> {
+        self.failure.take()
+    }
+
     /// The value of `key` at this point of the block.
     pub(crate) fn value(&mut self, key: &KeyPath) -> Result<Option<&[u8]>, Error> {
         self.check()?;
         if !self.values.contains_key(key) {
-            let value = self.source.read(key)?;
+            let value = match self.source.read(key) {
+                Ok(value) => value,
+                Err(e) => {
+                    // revm's error goes through the EVM and alloy-evm, which
+                    // keep only its text: the typed one waits here.
+                    self.failure.get_or_insert(e);
+                    self.failed = true;
+                    return Err(Error::ReadFailed(*key));
+                }
+            };
             if let Some(v) = &value {
                 self.changes.reads.push((*key, v.clone()));
             }
@@ -143,11 +164,6 @@ impl<S: Source> StateDb<S> {
 
     pub(crate) fn refuse_wipe(&mut self, address: Address) {
         self.wipe_refused.get_or_insert(address);
-    }
-
-    /// Writes block `number`'s hash, for `BLOCKHASH` in later blocks.
-    pub fn insert_block_hash(&mut self, number: u64, hash: B256) {
-        self.set(keys::block_hash(number), Some(hash.to_vec()));
     }
 }
 
@@ -177,8 +193,8 @@ impl<S: Source> Database for StateDb<S> {
         codec::slot(&key, self.value(&key)?)
     }
 
+    /// From the EIP-2935 history contract's storage.
     fn block_hash(&mut self, number: u64) -> Result<B256, Error> {
-        let key = keys::block_hash(number);
-        codec::block_hash(&key, self.value(&key)?)
+        crate::history::block_hash(self, number)
     }
 }

@@ -12,9 +12,8 @@ use std::collections::HashMap;
 use pagetrie::trie::hash_value;
 use pagetrie::trie::proof::VerifiedMultiProof;
 use pagetrie::{KeyPath, MultiProof, Node, Witness};
-use revm::primitives::B256;
 
-use crate::{execute_block, Block, BlockOutcome, Changes, Error, Source, StateDb};
+use crate::{execute_block, validate, Block, BlockOutcome, Chain, Changes, Error, Header, Source, StateDb};
 
 /// What a block producer ships beside a block for a stateless verifier: the
 /// multi-proof of the witness `commit_and_prove` returned and the values the
@@ -165,40 +164,38 @@ impl Source for WitnessSource<'_> {
     }
 }
 
-/// Re-executes `block` from `proof` alone and checks that it leads from
-/// `prev_root` to `claimed_root`; returns what the block did.
+/// Checks `block` as the child of `parent` and re-executes it from `proof`
+/// alone; returns what the block did.
 ///
-/// `prev_root` and `parent_hash` must come from the caller's own chain: the
-/// root after the block it verified last and that block's hash
-/// ([`Block::hash`]). The block stores its header's parent hash as block
-/// `number - 1`'s hash when it begins, so `BLOCKHASH(number - 1)` answers
-/// whatever the header says; no witness or root can prove it (a producer
-/// that lies about it computes a matching root). The header's parent hash
-/// is therefore checked against `parent_hash` ([`Error::ParentHash`]).
-/// Older block hashes are in state, proven against `prev_root`.
+/// `parent` must come from the verifier's own chain (the genesis header,
+/// or the last block it verified): its state root is the root the witness
+/// is checked against, and its hash, number, timestamp, gas limit, base fee
+/// and blob gas are what the header must follow. Senders are recovered from
+/// the signatures here, not taken from the producer.
 ///
-/// Rejects a multi-proof that does not verify against `prev_root`
-/// ([`Error::Pagetrie`] with [`pagetrie::Error::RootMismatch`]), a shipped
-/// value that is not the proven one ([`Error::ValueMismatch`],
-/// [`Error::UnprovenValue`]), a read of a key proven present with no value
-/// shipped ([`Error::MissingValue`]), a read or write of a key the witness
-/// does not cover ([`Error::KeyNotCovered`]), an invalid block (as
-/// [`execute_block`] does) and any other root ([`Error::RootMismatch`]).
+/// Rejects, in this order: a header that does not follow the parent or
+/// whose transactions or withdrawals root is not its body's
+/// ([`Error::Header`]); a multi-proof that does not verify against the
+/// parent's state root ([`Error::Pagetrie`] with
+/// [`pagetrie::Error::RootMismatch`]), a shipped value that is not the
+/// proven one ([`Error::ValueMismatch`], [`Error::UnprovenValue`]) or a
+/// key shipped twice ([`Error::Malformed`]); a forged signature
+/// ([`Error::InvalidSignature`]), an invalid transaction or block (as
+/// [`execute_block`] does); a read of a key proven present with no value
+/// shipped ([`Error::MissingValue`]) or of a key the witness does not cover
+/// ([`Error::KeyNotCovered`]); gas used, blob gas used, receipts root, logs
+/// bloom or requests hash other than re-execution's ([`Error::Header`]);
+/// and any other state root ([`Error::RootMismatch`]).
 pub fn verify_block(
-    prev_root: &Node,
-    parent_hash: &B256,
+    chain: &Chain,
+    parent: &Header,
     block: &Block,
     proof: &BlockProof,
-    claimed_root: &Node,
 ) -> Result<BlockOutcome, Error> {
-    if block.header.parent_hash != *parent_hash {
-        return Err(Error::ParentHash {
-            expected: *parent_hash,
-            found: block.header.parent_hash,
-        });
-    }
-    let mut state = StateDb::new(WitnessSource::new(prev_root, proof)?);
-    let outcome = execute_block(&mut state, block)?;
+    validate::check_before(chain, parent, block)?;
+    let prev_root: Node = parent.state_root.0;
+    let mut state = StateDb::new(WitnessSource::new(&prev_root, proof)?);
+    let outcome = execute_block(&mut state, chain, block)?;
     let writes: Vec<_> = state
         .finish()?
         .writes
@@ -207,16 +204,16 @@ pub fn verify_block(
         .collect();
     let computed = proof
         .multiproof
-        .verify_update(prev_root, &writes)
+        .verify_update(&prev_root, &writes)
         .map_err(|e| match e {
             pagetrie::Error::KeyNotCovered(key) => Error::KeyNotCovered(key),
             other => Error::Pagetrie(other),
         })?;
-    if computed != *claimed_root {
-        return Err(Error::RootMismatch {
-            claimed: *claimed_root,
-            computed,
-        });
+    let sealed = outcome.sealed_header(chain, &block.header, &block.body, &computed);
+    validate::check_after(&sealed, &block.header)?;
+    let claimed: Node = block.header.state_root.0;
+    if computed != claimed {
+        return Err(Error::RootMismatch { claimed, computed });
     }
     Ok(outcome)
 }
