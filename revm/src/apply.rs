@@ -180,7 +180,7 @@ mod tests {
                 .with_touched_mark()
                 .with_selfdestruct_mark(),
         );
-        assert!(matches!(state.basic(A), Err(Error::StorageWipe(a)) if a == A));
+        assert!(matches!(state.basic(A), Err(Error::ReadFailed(k)) if k == keys::account(&A)));
         assert!(matches!(state.finish(), Err(Error::StorageWipe(a)) if a == A));
         assert!(stored.1.borrow().is_empty());
     }

@@ -130,16 +130,7 @@ impl<S: Source> StateDb<S> {
     pub(crate) fn value(&mut self, key: &KeyPath) -> Result<Option<&[u8]>, Error> {
         self.check()?;
         if !self.values.contains_key(key) {
-            let value = match self.source.read(key) {
-                Ok(value) => value,
-                Err(e) => {
-                    // revm's error goes through the EVM and alloy-evm, which
-                    // keep only its text: the typed one waits here.
-                    self.failure.get_or_insert(e);
-                    self.failed = true;
-                    return Err(Error::ReadFailed(*key));
-                }
-            };
+            let value = self.source.read(key)?;
             if let Some(v) = &value {
                 self.changes.reads.push((*key, v.clone()));
             }
@@ -167,12 +158,33 @@ impl<S: Source> StateDb<S> {
     }
 }
 
+impl<S: Source> StateDb<S> {
+    /// What revm gets from a read: its value, or on failure
+    /// [`Error::ReadFailed`], the failure itself kept for
+    /// [`StateDb::finish`] and [`crate::execute_block`] (revm and alloy-evm
+    /// pass a database's error on only as text). The block fails.
+    fn answer<T>(&mut self, key: KeyPath, result: Result<T, Error>) -> Result<T, Error> {
+        result.map_err(|e| {
+            self.failure.get_or_insert(e);
+            self.failed = true;
+            Error::ReadFailed(key)
+        })
+    }
+
+    fn read_code(&mut self, key: &KeyPath, code_hash: B256) -> Result<Bytecode, Error> {
+        let code = codec::code(key, &code_hash, self.value(key)?)?;
+        self.code.insert(code_hash, code.clone());
+        Ok(code)
+    }
+}
+
 impl<S: Source> Database for StateDb<S> {
     type Error = Error;
 
     fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, Error> {
         let key = keys::account(&address);
-        codec::account(&key, self.value(&key)?)
+        let result = self.value(&key).and_then(|v| codec::account(&key, v));
+        self.answer(key, result)
     }
 
     fn code_by_hash(&mut self, code_hash: B256) -> Result<Bytecode, Error> {
@@ -183,14 +195,14 @@ impl<S: Source> Database for StateDb<S> {
             return Ok(code.clone());
         }
         let key = keys::code(&code_hash);
-        let code = codec::code(&key, &code_hash, self.value(&key)?)?;
-        self.code.insert(code_hash, code.clone());
-        Ok(code)
+        let result = self.read_code(&key, code_hash);
+        self.answer(key, result)
     }
 
     fn storage(&mut self, address: Address, index: StorageKey) -> Result<StorageValue, Error> {
         let key = keys::storage(&address, &index);
-        codec::slot(&key, self.value(&key)?)
+        let result = self.value(&key).and_then(|v| codec::slot(&key, v));
+        self.answer(key, result)
     }
 
     /// From the EIP-2935 history contract's storage.

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use pagetrie::KeyPath;
+use pagetrie_revm::consensus::transaction::SignerRecoverable;
 use pagetrie_revm::revm::primitives::keccak256;
 use pagetrie_revm::revm::DatabaseRef;
 use pagetrie_revm::{execute_block, keys, token, Error, Reader, StateDb};
@@ -18,15 +19,22 @@ fn block_over(key: KeyPath, value: Vec<u8>) -> Result<(), Error> {
     let session = db.begin_session();
     session.write(key, Some(value));
     session.commit().unwrap();
-    let mut block = Chain::new().next_block(8);
-    block.txs.truncate(4); // an ether transfer first, a token transfer last
+    let mut chain = Producer::new(&db.root().unwrap());
+    let mut block = chain.next_block(8);
+    block.body.transactions.truncate(4); // an ether transfer first, a token transfer last
     let session = db.begin_session();
-    execute_block(&mut StateDb::new(&session), &block).map(|_| ())
+    execute_block(&mut StateDb::new(&session), &chain.chain, &block).map(|_| ())
+}
+
+/// The sender of transaction `index` of the tests' first block.
+fn sender(index: usize) -> pagetrie_revm::revm::primitives::Address {
+    let block = Producer::new(&[0; 32]).next_block(index + 1);
+    block.body.transactions[index].recover_signer().unwrap()
 }
 
 #[test]
 fn a_corrupt_account_record_fails_the_block() {
-    let sender = Chain::new().next_block(1).txs[0].caller;
+    let sender = sender(0);
     let result = block_over(keys::account(&sender), vec![1; 41]);
     assert!(matches!(result, Err(Error::Corrupt { key, .. }) if key == keys::account(&sender)));
 }
@@ -40,7 +48,7 @@ fn corrupt_or_mismatched_code_fails_the_block() {
 
 #[test]
 fn a_corrupt_slot_fails_the_block_and_a_read() {
-    let sender = Chain::new().next_block(4).txs[3].caller;
+    let sender = sender(3);
     let slot = token::balance_slot(&sender);
     let key = keys::storage(&token_address(), &slot);
     let result = block_over(key, vec![0, 5]);

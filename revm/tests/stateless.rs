@@ -1,31 +1,39 @@
 //! Stateless re-execution: every honest block verifies from its proof
-//! alone, and each kind of tampering is rejected.
+//! alone against the parent header the verifier holds, and each kind of
+//! tampering with the header, the body or the proof is rejected.
 
 mod common;
 
 use common::*;
-use pagetrie::{Db, KeyPath, Node};
+use pagetrie::{Db, KeyPath};
+use pagetrie_revm::consensus::proofs::calculate_transaction_root;
+use pagetrie_revm::consensus::transaction::SignerRecoverable;
+use pagetrie_revm::consensus::{Signed, TxEnvelope};
 use pagetrie_revm::revm::primitives::{Address, B256, U256};
-use pagetrie_revm::{execute_block, token, verify_block, Block, BlockProof, Error, StateDb};
+use pagetrie_revm::{
+    execute_block, keys, verify_block, Block, BlockOutcome, BlockProof, Chain, Error,
+    Header, HeaderError, Signature, StateDb,
+};
 
 /// A committed block and what the verifier gets.
 struct Proven {
+    chain: Chain,
+    /// The verifier's own last header.
+    parent: Header,
+    /// The block as shipped, sealed.
     block: Block,
-    prev_root: Node,
-    /// The hash of the block before, as the verifier's chain has it.
-    parent_hash: B256,
-    root: Node,
     proof: BlockProof,
 }
 
-fn run(db: &Db, chain: &mut Chain, n: usize) -> (Proven, pagetrie_revm::BlockOutcome) {
-    let block = chain.next_block(n);
+fn run(db: &Db, producer: &mut Producer, n: usize) -> (Proven, BlockOutcome) {
+    let parent = producer.parent.clone();
+    let block = producer.next_block(n);
     let session = db.begin_session();
     let mut state = StateDb::new(&session);
-    let outcome = execute_block(&mut state, &block).unwrap();
+    let outcome = execute_block(&mut state, &producer.chain, &block).unwrap();
     let changes = state.finish().unwrap();
     let out = session.commit_and_prove().unwrap();
-    chain.sealed(&block, &out.root);
+    let block = producer.seal(&outcome, block, &out.root);
     let witness_and_values = out.witness.encoded_len()
         + changes
             .reads
@@ -36,47 +44,84 @@ fn run(db: &Db, chain: &mut Chain, n: usize) -> (Proven, pagetrie_revm::BlockOut
     // The witness's writes are not shipped: the verifier computes them.
     assert!(proof.encoded_len() < witness_and_values);
     let proven = Proven {
-        parent_hash: block.header.parent_hash,
+        chain: producer.chain.clone(),
+        parent,
         block,
-        prev_root: out.prev_root,
-        root: out.root,
         proof,
     };
     (proven, outcome)
 }
 
-fn verify(p: &Proven) -> Result<pagetrie_revm::BlockOutcome, Error> {
-    verify_block(&p.prev_root, &p.parent_hash, &p.block, &p.proof, &p.root)
+fn verify(p: &Proven) -> Result<BlockOutcome, Error> {
+    verify_block(&p.chain, &p.parent, &p.block, &p.proof)
 }
 
 #[test]
 fn every_honest_block_verifies_from_its_shipped_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let (db, _) = import(dir.path());
-    let mut chain = Chain::new();
+    let mut producer = Producer::new(&db.root().unwrap());
+    let mut recorded_back = 0;
     for _ in 0..6 {
-        let (mut proven, outcome) = run(&db, &mut chain, 64);
+        let (mut proven, outcome) = run(&db, &mut producer, 64);
         let bytes = proven.proof.encode();
         assert_eq!(bytes.len(), proven.proof.encoded_len());
         proven.proof = BlockProof::decode(&bytes).unwrap();
         assert_eq!(verify(&proven).unwrap(), outcome);
+        // BLOCKHASH three blocks back, read from the history contract
+        // through the witness.
+        let calls_recorder = proven
+            .block
+            .body
+            .transactions
+            .iter()
+            .any(|tx| pagetrie_revm::consensus::Transaction::to(tx) == Some(recorder_address()));
+        if proven.block.header.number > 3 && calls_recorder {
+            recorded_back += 1;
+        }
     }
+    assert!(recorded_back > 0);
 }
 
 /// A block of the chain after a few, with its proof.
 fn proven_block() -> Proven {
     let dir = tempfile::tempdir().unwrap();
     let (db, _) = import(dir.path());
-    let mut chain = Chain::new();
-    run(&db, &mut chain, 64);
-    let (proven, _) = run(&db, &mut chain, 64);
+    let mut producer = Producer::new(&db.root().unwrap());
+    run(&db, &mut producer, 64);
+    let (proven, _) = run(&db, &mut producer, 64);
     verify(&proven).unwrap();
     proven
 }
 
+/// A producer that changes its block's transaction `index` (an EIP-1559
+/// transfer), signs it again with the sender's key and commits the header
+/// to the new body: only re-execution can tell.
+fn change_transfer(p: &mut Proven, f: impl FnOnce(&mut pagetrie_revm::consensus::TxEip1559)) {
+    let tx = &mut p.block.body.transactions;
+    let index = tx
+        .iter()
+        .position(|tx| match tx {
+            TxEnvelope::Eip1559(s) => s.tx().input.is_empty() && s.tx().to.to() != Some(&tx_sender(tx)),
+            _ => false,
+        })
+        .unwrap();
+    let sender = tx_sender(&tx[index]);
+    let TxEnvelope::Eip1559(signed) = &tx[index] else { unreachable!() };
+    let mut changed = signed.tx().clone();
+    f(&mut changed);
+    let wallet = (0..ACCOUNTS).map(wallet).find(|w| w.address() == sender).unwrap();
+    tx[index] = wallet.sign(changed).unwrap();
+    p.block.header.transactions_root = calculate_transaction_root(tx);
+}
+
+fn tx_sender(tx: &TxEnvelope) -> Address {
+    tx.recover_signer().unwrap()
+}
+
 /// A key the witness says nothing about.
 fn uncovered_key(p: &Proven) -> KeyPath {
-    let proven = p.proof.multiproof.verify(&p.prev_root).unwrap();
+    let proven = p.proof.multiproof.verify(&p.parent.state_root.0).unwrap();
     (0u64..)
         .map(|i| *blake3::hash(&i.to_be_bytes()).as_bytes())
         .find(|k| matches!(proven.get(k), Err(pagetrie::Error::KeyNotCovered(_))))
@@ -112,65 +157,128 @@ fn a_value_for_a_key_outside_the_witness_is_rejected() {
 }
 
 #[test]
-fn a_transaction_reaching_outside_the_witness_is_rejected() {
+fn a_key_shipped_twice_and_a_value_the_witness_proves_absent_are_rejected() {
     let mut p = proven_block();
-    let tx = p.block.txs.iter_mut().find(|tx| pays_another(tx)).unwrap();
-    tx.to = Some(Address::repeat_byte(0x99));
-    assert!(matches!(verify(&p), Err(Error::KeyNotCovered(_))));
+    let first = p.proof.values[0].clone();
+    p.proof.values.insert(1, first);
+    assert!(matches!(verify(&p), Err(Error::Malformed(_))));
+    p.proof.values.remove(1);
+    // The first withdrawal goes to a new account: read, proven absent.
+    let absent = keys::account(&p.block.body.withdrawals.as_ref().unwrap()[0].address);
+    p.proof.values.push((absent, vec![1; 40]));
+    p.proof.values.sort();
+    assert!(matches!(verify(&p), Err(Error::UnprovenValue(k)) if k == absent));
 }
 
-/// Whether `tx` sends ether to another account (a transfer to oneself
-/// changes nothing whatever the amount).
-fn pays_another(tx: &pagetrie_revm::Tx) -> bool {
-    tx.data.is_empty() && tx.to.is_some_and(|to| to != tx.caller)
+#[test]
+fn a_transaction_reaching_outside_the_witness_is_rejected() {
+    let mut p = proven_block();
+    change_transfer(&mut p, |tx| tx.to = Address::repeat_byte(0x99).into());
+    assert!(matches!(verify(&p), Err(Error::KeyNotCovered(_))));
 }
 
 #[test]
 fn a_changed_amount_is_rejected() {
     let mut p = proven_block();
-    let tx = p.block.txs.iter_mut().find(|tx| pays_another(tx)).unwrap();
-    tx.value += U256::from(1);
-    let r = verify(&p);
-    assert!(matches!(r, Err(Error::RootMismatch { .. })), "{r:?}");
-
-    let mut p = proven_block();
-    let tx = p
-        .block
-        .txs
-        .iter_mut()
-        .find(|tx| {
-            // A transfer to another holder that succeeds.
-            tx.data.starts_with(&token::TRANSFER)
-                && tx.data[16..36] != tx.caller[..]
-                && U256::from_be_slice(&tx.data[36..68]) < U256::from(TOKENS_EACH)
-        })
-        .unwrap();
-    let mut data = tx.data.to_vec();
-    data[67] ^= 1;
-    tx.data = data.into();
+    change_transfer(&mut p, |tx| tx.value += U256::from(1));
     let r = verify(&p);
     assert!(matches!(r, Err(Error::RootMismatch { .. })), "{r:?}");
 }
 
 #[test]
-fn a_dropped_transaction_is_rejected() {
+fn a_changed_body_is_rejected_by_the_header_before_execution() {
     let mut p = proven_block();
-    p.block.txs.pop();
-    assert!(matches!(verify(&p), Err(Error::RootMismatch { .. })));
+    p.block.body.transactions.pop();
+    let r = verify(&p);
+    assert!(
+        matches!(r, Err(Error::Header(HeaderError::Commitment { field: "transactions_root", .. }))),
+        "{r:?}"
+    );
+    let mut p = proven_block();
+    p.block.body.withdrawals.as_mut().unwrap()[0].amount += 1;
+    let r = verify(&p);
+    assert!(
+        matches!(r, Err(Error::Header(HeaderError::Commitment { field: "withdrawals_root", .. }))),
+        "{r:?}"
+    );
+    // Dropped, with the header committing to the shorter body: the gas
+    // used no longer adds up.
+    let mut p = proven_block();
+    p.block.body.transactions.pop();
+    p.block.header.transactions_root = calculate_transaction_root(&p.block.body.transactions);
+    let r = verify(&p);
+    assert!(matches!(r, Err(Error::Header(HeaderError::GasUsed { .. }))), "{r:?}");
+}
+
+#[test]
+fn a_signature_that_recovers_no_sender_is_rejected() {
+    let mut p = proven_block();
+    let txs = &mut p.block.body.transactions;
+    let index = txs.iter().position(|tx| matches!(tx, TxEnvelope::Eip1559(_))).unwrap();
+    let TxEnvelope::Eip1559(signed) = &txs[index] else { unreachable!() };
+    let forged = Signed::new_unhashed(signed.tx().clone(), Signature::new(U256::ZERO, U256::ZERO, false));
+    txs[index] = forged.into();
+    p.block.header.transactions_root = calculate_transaction_root(txs);
+    let r = verify(&p);
+    assert!(matches!(r, Err(Error::InvalidSignature { index: i }) if i == index), "{r:?}");
+}
+
+/// `p` with its header changed by `f`, checked to fail as `expected` says.
+fn rejects(f: impl FnOnce(&mut Header), expected: impl FnOnce(&HeaderError) -> bool) {
+    let mut p = proven_block();
+    f(&mut p.block.header);
+    let r = verify(&p);
+    assert!(matches!(&r, Err(Error::Header(e)) if expected(e)), "{r:?}");
+}
+
+#[test]
+fn a_header_that_does_not_follow_its_parent_is_rejected() {
+    rejects(|h| h.number += 1, |e| matches!(e, HeaderError::Number { .. }));
+    rejects(|h| h.number = u64::MAX, |e| matches!(e, HeaderError::Number { .. }));
+    rejects(|h| h.parent_hash = B256::repeat_byte(0x5a), |e| {
+        matches!(e, HeaderError::ParentHash { found, .. } if *found == B256::repeat_byte(0x5a))
+    });
+    rejects(|h| h.timestamp -= 12, |e| matches!(e, HeaderError::Timestamp { .. }));
+    rejects(|h| h.gas_limit = u64::MAX, |e| matches!(e, HeaderError::GasLimit { .. }));
+    rejects(|h| h.gas_limit += h.gas_limit / 1024, |e| matches!(e, HeaderError::GasLimit { .. }));
+    rejects(
+        |h| h.base_fee_per_gas = h.base_fee_per_gas.map(|f| f + 1),
+        |e| matches!(e, HeaderError::BaseFee { .. }),
+    );
+    rejects(
+        |h| h.excess_blob_gas = Some(1),
+        |e| matches!(e, HeaderError::ExcessBlobGas { .. }),
+    );
+    rejects(|h| h.requests_hash = None, |e| matches!(e, HeaderError::Field("requests_hash")));
+    rejects(|h| h.difficulty = U256::from(1), |e| matches!(e, HeaderError::Field("difficulty")));
+}
+
+#[test]
+fn a_header_whose_execution_fields_are_not_re_executions_is_rejected() {
+    rejects(|h| h.gas_used -= 1, |e| matches!(e, HeaderError::GasUsed { .. }));
+    rejects(
+        |h| h.receipts_root = B256::repeat_byte(1),
+        |e| matches!(e, HeaderError::Commitment { field: "receipts_root", .. }),
+    );
+    rejects(|h| h.logs_bloom = Default::default(), |e| matches!(e, HeaderError::LogsBloom));
+    rejects(
+        |h| h.requests_hash = Some(B256::repeat_byte(1)),
+        |e| matches!(e, HeaderError::Commitment { field: "requests_hash", .. }),
+    );
+    rejects(|h| h.blob_gas_used = Some(1), |e| matches!(e, HeaderError::BlobGasUsed { .. }));
 }
 
 #[test]
 fn wrong_roots_are_rejected() {
     let mut p = proven_block();
-    p.root[5] ^= 1;
+    p.block.header.state_root.0[5] ^= 1;
     assert!(matches!(verify(&p), Err(Error::RootMismatch { .. })));
-    p.root[5] ^= 1;
-    p.prev_root[0] ^= 1;
-    assert!(matches!(
-        verify(&p),
-        Err(Error::Pagetrie(pagetrie::Error::RootMismatch))
-    ));
-    p.prev_root[0] ^= 1;
+    p.block.header.state_root.0[5] ^= 1;
+    p.parent.state_root.0[0] ^= 1;
+    // The parent changed: the header no longer follows it.
+    let r = verify(&p);
+    assert!(matches!(r, Err(Error::Header(HeaderError::ParentHash { .. }))), "{r:?}");
+    p.parent.state_root.0[0] ^= 1;
     // A sibling of the proof changed: it no longer hashes to the root.
     p.proof.multiproof.siblings[0][0] ^= 1;
     assert!(matches!(
@@ -196,22 +304,16 @@ fn truncated_bytes_are_refused() {
 }
 
 #[test]
-fn a_block_on_another_parent_is_rejected() {
+fn a_proof_for_another_parent_state_is_rejected() {
+    // The proof of the first block shipped with the second.
     let dir = tempfile::tempdir().unwrap();
     let (db, _) = import(dir.path());
-    let mut chain = Chain::new();
-    run(&db, &mut chain, 64);
-    let parent = chain.parent_hash;
-    // A producer lying about the parent hash: the witness and the root are
-    // honest for the block it executed.
-    chain.parent_hash = B256::repeat_byte(0x5a);
-    let (mut p, outcome) = run(&db, &mut chain, 64);
-    assert_eq!(verify(&p).unwrap(), outcome);
-    p.parent_hash = parent;
-    let r = verify(&p);
-    assert!(
-        matches!(r, Err(Error::ParentHash { expected, found })
-            if expected == parent && found == B256::repeat_byte(0x5a)),
-        "{r:?}"
-    );
+    let mut producer = Producer::new(&db.root().unwrap());
+    let (first, _) = run(&db, &mut producer, 64);
+    let (mut second, _) = run(&db, &mut producer, 64);
+    second.proof = first.proof;
+    assert!(matches!(
+        verify(&second),
+        Err(Error::Pagetrie(pagetrie::Error::RootMismatch))
+    ));
 }
