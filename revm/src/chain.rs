@@ -4,9 +4,7 @@
 use alloy_eips::eip7840::BlobParams;
 use alloy_evm::eth::spec::EthExecutorSpec;
 use alloy_evm::EvmEnv;
-use alloy_hardforks::{
-    EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition,
-};
+use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork, EthereumHardforks, ForkCondition};
 use revm::primitives::hardfork::SpecId;
 use revm::primitives::Address;
 

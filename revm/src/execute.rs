@@ -19,15 +19,13 @@ use alloy_consensus::proofs::{
 use alloy_consensus::transaction::{Recovered, SignerRecoverable};
 use alloy_consensus::{BlockBody, Header, ReceiptEnvelope, TxEnvelope, TxReceipt};
 use alloy_eips::eip7685::Requests;
-use alloy_evm::block::{
-    BlockExecutionError, BlockExecutor, BlockValidationError, ExecutableTx,
-};
+use alloy_evm::block::{BlockExecutionError, BlockExecutor, BlockValidationError, ExecutableTx};
+use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
 use alloy_evm::eth::{EthBlockExecutionCtx, EthBlockExecutor};
 use alloy_evm::{EthEvmFactory, EvmFactory};
-use alloy_evm::eth::receipt_builder::AlloyReceiptBuilder;
 use alloy_hardforks::EthereumHardforks;
+use alloy_primitives::{Address, Bloom, B256};
 use revm::database::CacheDB;
-use alloy_primitives::{Bloom, B256};
 use revm::{Database, DatabaseCommit, DatabaseRef};
 
 use crate::history::History;
@@ -119,7 +117,9 @@ impl BlockOutcome {
 pub(crate) fn body_roots(body: &BlockBody<TxEnvelope>) -> (B256, Option<B256>) {
     (
         calculate_transaction_root(&body.transactions),
-        body.withdrawals.as_ref().map(|w| calculate_withdrawals_root(w)),
+        body.withdrawals
+            .as_ref()
+            .map(|w| calculate_withdrawals_root(w)),
     )
 }
 
@@ -156,17 +156,7 @@ where
     DB: Database + DatabaseCommit,
     DB::Error: Send + Sync + 'static,
 {
-    let senders = block
-        .body
-        .transactions
-        .iter()
-        .enumerate()
-        .map(|(index, tx)| {
-            tx.recover_signer()
-                .map(|signer| Recovered::new_unchecked(tx, signer))
-                .map_err(|_| Error::InvalidSignature { index })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let senders = recover_senders(&block.body.transactions)?;
     let header = &block.header;
     let evm = EthEvmFactory::default().create_evm(History(db), chain.evm_env(header));
     let ctx = EthBlockExecutionCtx {
@@ -198,6 +188,46 @@ where
         blob_gas_used: result.blob_gas_used,
         requests: result.requests,
     })
+}
+
+/// Each transaction with the sender its signature recovers, on every core
+/// for a large block: recovery is most of a transfer's execution time.
+fn recover_senders(txs: &[TxEnvelope]) -> Result<Vec<Recovered<&TxEnvelope>>, Error> {
+    const PER_THREAD: usize = 64;
+    let recover = |offset: usize, chunk: &[TxEnvelope]| -> Vec<Result<Address, usize>> {
+        chunk
+            .iter()
+            .enumerate()
+            .map(|(i, tx)| tx.recover_signer().map_err(|_| offset + i))
+            .collect()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = txs.len().div_ceil(threads).max(PER_THREAD);
+    let signers: Vec<Result<Address, usize>> = if txs.len() <= chunk {
+        recover(0, txs)
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = txs
+                .chunks(chunk)
+                .enumerate()
+                .map(|(n, part)| scope.spawn(move || recover(n * chunk, part)))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    };
+    txs.iter()
+        .zip(signers)
+        .map(|(tx, signer)| match signer {
+            Ok(signer) => Ok(Recovered::new_unchecked(tx, signer)),
+            Err(index) => Err(Error::InvalidSignature { index }),
+        })
+        .collect()
 }
 
 fn run<E: BlockExecutor>(

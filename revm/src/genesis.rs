@@ -51,7 +51,10 @@ pub fn contract(address: &Address, code: &Bytecode, balance: U256) -> Vec<(KeyPa
 pub fn system_contracts() -> Vec<(KeyPath, Vec<u8>)> {
     use alloy_eips::{eip2935, eip4788, eip7002, eip7251};
     [
-        (eip2935::HISTORY_STORAGE_ADDRESS, &eip2935::HISTORY_STORAGE_CODE),
+        (
+            eip2935::HISTORY_STORAGE_ADDRESS,
+            &eip2935::HISTORY_STORAGE_CODE,
+        ),
         (eip4788::BEACON_ROOTS_ADDRESS, &eip4788::BEACON_ROOTS_CODE),
         (
             eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_ADDRESS,
@@ -63,9 +66,7 @@ pub fn system_contracts() -> Vec<(KeyPath, Vec<u8>)> {
         ),
     ]
     .into_iter()
-    .flat_map(|(address, code)| {
-        contract(&address, &Bytecode::new_raw(code.clone()), U256::ZERO)
-    })
+    .flat_map(|(address, code)| contract(&address, &Bytecode::new_raw(code.clone()), U256::ZERO))
     .collect()
 }
 
@@ -73,8 +74,13 @@ pub fn system_contracts() -> Vec<(KeyPath, Vec<u8>)> {
 /// `state_root` (what [`pagetrie::Db::import`] returned): number 0, the
 /// initial base fee, and every field `chain`'s forks at `timestamp` add,
 /// empty. The first block's parent.
-pub fn header(chain: &Chain, state_root: &pagetrie::Node, timestamp: u64, gas_limit: u64) -> Header {
-    use alloy_consensus::constants::{EMPTY_ROOT_HASH, EMPTY_OMMER_ROOT_HASH};
+pub fn header(
+    chain: &Chain,
+    state_root: &pagetrie::Node,
+    timestamp: u64,
+    gas_limit: u64,
+) -> Header {
+    use alloy_consensus::constants::{EMPTY_OMMER_ROOT_HASH, EMPTY_ROOT_HASH};
     use alloy_hardforks::EthereumHardforks;
     let shanghai = chain.is_shanghai_active_at_timestamp(timestamp);
     let cancun = chain.is_cancun_active_at_timestamp(timestamp);

@@ -43,7 +43,11 @@ impl<DB: Database> Database for History<'_, DB> {
         self.0.code_by_hash(code_hash)
     }
 
-    fn storage(&mut self, address: Address, index: StorageKey) -> Result<StorageValue, Self::Error> {
+    fn storage(
+        &mut self,
+        address: Address,
+        index: StorageKey,
+    ) -> Result<StorageValue, Self::Error> {
         self.0.storage(address, index)
     }
 

@@ -1,50 +1,71 @@
 //! revm on pagetrie: revm's database traits over pagetrie's sessions and
-//! overlays, blocks executed and committed with a witness, and stateless
-//! re-execution of a block from that witness alone.
+//! overlays, blocks as the chain has them (alloy's headers and signed typed
+//! transactions) executed through alloy-evm's block executor and committed
+//! with a witness, and stateless verification of a block against its parent
+//! header from that witness alone.
 //!
-//! A node executes a block on a [`pagetrie::Session`] through a
-//! [`StateDb`] (revm's `Database` and `DatabaseCommit`), hands the block's
-//! writes to the session with [`StateDb::finish`] (which refuses a block
-//! that failed, so no part of it is committed), commits the session with
-//! `commit_and_prove`, and ships a [`BlockProof`]: the witness's
-//! multi-proof and the values the block read (not the witness's writes,
-//! which the verifier computes). A verifier with nothing but the previous
-//! root and block hash re-executes the block from it with [`verify_block`]
-//! and checks the new root. [`Reader`] is revm's `DatabaseRef` over the committed head
+//! A producer derives the next header from its parent ([`next_block`]),
+//! executes the block on a [`pagetrie::Session`] through a [`StateDb`]
+//! (revm's `Database` and `DatabaseCommit`), hands the writes to the session
+//! with [`StateDb::finish`] (which refuses a block that failed, so no part
+//! of it is committed), commits with `commit_and_prove`, writes the root,
+//! receipts root, bloom and gas into the header ([`BlockOutcome::seal`]) and
+//! ships a [`BlockProof`]: the witness's multi-proof and the values the
+//! block read. A verifier holding only the parent header checks the block
+//! with [`verify_block`]: the header against the parent (number, parent
+//! hash, timestamp, gas limit, base fee, blob gas), the body against the
+//! header's roots, the senders from their signatures, then re-execution
+//! against the parent's state root, and every execution field of the
+//! header. [`Reader`] is revm's `DatabaseRef` over the committed head
 //! ([`pagetrie::Db`]) or a pending block ([`pagetrie::Overlay`]); blocks
 //! build on a pending one through a session begun on it
 //! ([`pagetrie::Db::begin_session_on`]).
 //!
+//! Execution is alloy-evm's Ethereum block executor (system calls for
+//! EIP-2935 and EIP-4788, receipts, withdrawals, EIP-7002 and EIP-7251
+//! requests) committing straight into [`StateDb`], not revm's `State` with
+//! its bundle: `StateDb` already keeps one value per key for the block and
+//! hands the session exactly the block's writes, so a bundle would be a
+//! second cache of the same values.
+//!
 //! ```
 //! use pagetrie::{Db, Options};
-//! use pagetrie_revm::revm::primitives::{Address, U256};
+//! use pagetrie_revm::consensus::TxEip1559;
+//! use pagetrie_revm::revm::primitives::{Address, TxKind, U256};
 //! use pagetrie_revm::revm::state::AccountInfo;
-//! use pagetrie_revm::{execute_block, genesis, verify_block, Block, BlockProof, Header, StateDb, Tx};
+//! use pagetrie_revm::{execute_block, genesis, next_block, verify_block};
+//! use pagetrie_revm::{BlockAttributes, BlockProof, Chain, StateDb, Wallet};
 //!
 //! # let dir = tempfile::tempdir()?;
-//! let (alice, bob) = (Address::repeat_byte(0xa), Address::repeat_byte(0xb));
+//! let chain = Chain::new(1337);
+//! let alice = Wallet::derive(1);
 //! let rich = AccountInfo::from_balance(U256::from(10u64).pow(U256::from(18)));
-//! let db = Db::import(Options::new(dir.path()), [genesis::account(&alice, &rich)], |_| {})?;
+//! let mut state = genesis::system_contracts();
+//! state.push(genesis::account(&alice.address(), &rich));
+//! let db = Db::import(Options::new(dir.path()), state, |_| {})?;
+//! let parent = genesis::header(&chain, &db.root()?, 1_700_000_000, 30_000_000);
 //!
-//! let header = Header { number: 1, parent_hash: Default::default(), timestamp: 1,
-//!     beneficiary: Address::ZERO, gas_limit: 30_000_000, basefee: 7 };
-//! let pay = Tx { caller: alice, to: Some(bob), value: U256::from(5), data: Default::default(),
-//!     nonce: 0, gas_limit: 21_000, gas_price: 7 };
-//! let block = Block { header, txs: vec![pay] };
+//! let pay = alice.sign(TxEip1559 {
+//!     chain_id: chain.chain_id(), nonce: 0, gas_limit: 21_000,
+//!     max_fee_per_gas: 2_000_000_000, max_priority_fee_per_gas: 1,
+//!     to: TxKind::Call(Address::repeat_byte(0xb)), value: U256::from(5),
+//!     ..TxEip1559::default()
+//! })?;
+//! let attributes = BlockAttributes { timestamp: parent.timestamp + 12, ..Default::default() };
+//! let block = next_block(&chain, &parent, attributes, vec![pay]);
 //!
 //! let session = db.begin_session();
 //! let mut state = StateDb::new(&session);
-//! let outcome = execute_block(&mut state, &block)?;
+//! let outcome = execute_block(&mut state, &chain, &block)?;
 //! assert_eq!(outcome.gas_used, 21_000);
 //! let changes = state.finish()?;
 //! let out = session.commit_and_prove()?;
+//! let block = outcome.seal(&chain, block, &out.root);
 //! let proof = BlockProof::new(out.witness, changes);
 //!
-//! // Elsewhere, with the previous root and the proof's bytes alone:
+//! // Elsewhere, with the parent header and the proof's bytes alone:
 //! let shipped = BlockProof::decode(&proof.encode())?;
-//! // The verifier's own chain gives the root and the hash of the block before.
-//! let parent = block.header.parent_hash;
-//! assert_eq!(verify_block(&out.prev_root, &parent, &block, &shipped, &out.root)?, outcome);
+//! assert_eq!(verify_block(&chain, &parent, &block, &shipped)?, outcome);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -59,7 +80,10 @@
 //! | account | blake3(0x01 ‖ address) | nonce (u64) ‖ balance (u256), then the code hash if it has code: 40 or 72 bytes, big-endian |
 //! | storage slot | blake3(0x02 ‖ address ‖ slot (32 bytes)) | the value big-endian without leading zero bytes; a slot set to zero is deleted |
 //! | contract code | blake3(0x03 ‖ keccak256 of the code) | the code; stored once whatever number of accounts run it, never deleted |
-//! | block hash | blake3(0x04 ‖ number (u64)) | 32 bytes, stored by the next block when it begins |
+
+//! Block hashes are not keys of their own: `BLOCKHASH` reads the EIP-2935
+//! history contract's ring of 8,191 slots, which a system call fills at the
+//! start of each block ([`genesis::system_contracts`] deploys it).
 //!
 //! An account emptied (EIP-161) or self-destructed is deleted, and loses
 //! its storage without a scan, because under Cancun's rules (EIP-6780) it
@@ -97,8 +121,6 @@ pub mod token;
 mod validate;
 mod wallet;
 
-/// The revm this crate is built on, for its types.
-pub use revm;
 /// alloy's consensus types blocks are made of: headers, typed transactions,
 /// receipts.
 pub use alloy_consensus as consensus;
@@ -106,6 +128,8 @@ pub use alloy_consensus as consensus;
 pub use alloy_eips as eips;
 /// alloy's fork names and conditions, for [`Chain::with_forks`].
 pub use alloy_hardforks as hardforks;
+/// The revm this crate is built on, for its types.
+pub use revm;
 
 pub use alloy_consensus::Header;
 /// A transaction's signature.

@@ -47,7 +47,10 @@ impl<S: Source> DatabaseRef for Reader<S> {
     /// From the EIP-2935 history contract's storage, as execution reads it.
     fn block_hash_ref(&self, number: u64) -> Result<B256, Error> {
         let slot = number % alloy_eips::eip2935::HISTORY_SERVE_WINDOW as u64;
-        let hash = self.storage_ref(alloy_eips::eip2935::HISTORY_STORAGE_ADDRESS, StorageKey::from(slot))?;
+        let hash = self.storage_ref(
+            alloy_eips::eip2935::HISTORY_STORAGE_ADDRESS,
+            StorageKey::from(slot),
+        )?;
         Ok(B256::from(hash))
     }
 }

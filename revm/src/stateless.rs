@@ -13,7 +13,9 @@ use pagetrie::trie::hash_value;
 use pagetrie::trie::proof::VerifiedMultiProof;
 use pagetrie::{KeyPath, MultiProof, Node, Witness};
 
-use crate::{execute_block, validate, Block, BlockOutcome, Chain, Changes, Error, Header, Source, StateDb};
+use crate::{
+    execute_block, validate, Block, BlockOutcome, Chain, Changes, Error, Header, Source, StateDb,
+};
 
 /// What a block producer ships beside a block for a stateless verifier: the
 /// multi-proof of the witness `commit_and_prove` returned and the values the

@@ -113,13 +113,19 @@ impl fmt::Display for HeaderError {
                 write!(f, "timestamp {found} is not after the parent's {parent}")
             }
             HeaderError::GasLimit { parent, found } => {
-                write!(f, "gas limit {found} is out of bounds after the parent's {parent}")
+                write!(
+                    f,
+                    "gas limit {found} is out of bounds after the parent's {parent}"
+                )
             }
             HeaderError::BaseFee { expected, found } => {
                 write!(f, "base fee {found:?}, the parent implies {expected:?}")
             }
             HeaderError::ExcessBlobGas { expected, found } => {
-                write!(f, "excess blob gas {found:?}, the parent implies {expected:?}")
+                write!(
+                    f,
+                    "excess blob gas {found:?}, the parent implies {expected:?}"
+                )
             }
             HeaderError::Field(field) => {
                 write!(f, "field {field} is not as the block's fork requires")
@@ -144,7 +150,11 @@ impl std::error::Error for HeaderError {}
 
 /// Checks what `block`'s header and body must be before executing it: the
 /// header against `parent`, the body against the header's roots.
-pub(crate) fn check_before(chain: &Chain, parent: &Header, block: &Block) -> Result<(), HeaderError> {
+pub(crate) fn check_before(
+    chain: &Chain,
+    parent: &Header,
+    block: &Block,
+) -> Result<(), HeaderError> {
     let header = &block.header;
     if Some(header.number) != parent.number.checked_add(1) {
         return Err(HeaderError::Number {
@@ -190,7 +200,11 @@ pub(crate) fn check_before(chain: &Chain, parent: &Header, block: &Block) -> Res
     }
     check_fields(chain, block)?;
     let (transactions_root, withdrawals_root) = body_roots(&block.body);
-    commitment("transactions_root", transactions_root, header.transactions_root)?;
+    commitment(
+        "transactions_root",
+        transactions_root,
+        header.transactions_root,
+    )?;
     if let (Some(expected), Some(found)) = (withdrawals_root, header.withdrawals_root) {
         commitment("withdrawals_root", expected, found)?;
     }
@@ -207,17 +221,29 @@ fn check_fields(chain: &Chain, block: &Block) -> Result<(), HeaderError> {
         false => Err(HeaderError::Field(field)),
     };
     let shanghai = chain.is_shanghai_active_at_timestamp(at);
-    present("withdrawals_root", shanghai, header.withdrawals_root.is_some())?;
+    present(
+        "withdrawals_root",
+        shanghai,
+        header.withdrawals_root.is_some(),
+    )?;
     present("withdrawals", shanghai, block.body.withdrawals.is_some())?;
     let cancun = chain.is_cancun_active_at_timestamp(at);
     present("blob_gas_used", cancun, header.blob_gas_used.is_some())?;
-    present("parent_beacon_block_root", cancun, header.parent_beacon_block_root.is_some())?;
+    present(
+        "parent_beacon_block_root",
+        cancun,
+        header.parent_beacon_block_root.is_some(),
+    )?;
     let prague = chain.is_prague_active_at_timestamp(at);
     present("requests_hash", prague, header.requests_hash.is_some())?;
     if chain.is_paris_active_at_block(header.number) {
         present("difficulty", true, header.difficulty == U256::ZERO)?;
         present("nonce", true, header.nonce.is_zero())?;
-        present("ommers_hash", true, header.ommers_hash == EMPTY_OMMER_ROOT_HASH)?;
+        present(
+            "ommers_hash",
+            true,
+            header.ommers_hash == EMPTY_OMMER_ROOT_HASH,
+        )?;
         present("ommers", true, block.body.ommers.is_empty())?;
     }
     if header.extra_data.len() > MAX_EXTRA_DATA {

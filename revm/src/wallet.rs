@@ -4,8 +4,8 @@
 
 use alloy_consensus::{SignableTransaction, Signed, TxEnvelope};
 use alloy_eips::eip7702::{Authorization, SignedAuthorization};
-use k256::ecdsa::SigningKey;
 use alloy_primitives::{keccak256, Address, Signature};
+use k256::ecdsa::SigningKey;
 
 use crate::Error;
 
@@ -20,7 +20,8 @@ impl Wallet {
     /// The wallet of a 32-byte secret key; [`Error::Key`] if it is zero or
     /// not below the curve's order.
     pub fn from_secret(secret: &[u8; 32]) -> Result<Wallet, Error> {
-        let key = SigningKey::from_slice(secret).map_err(|_| Error::Key("not a secp256k1 secret key"))?;
+        let key =
+            SigningKey::from_slice(secret).map_err(|_| Error::Key("not a secp256k1 secret key"))?;
         let address = Address::from_private_key(&key);
         Ok(Wallet { key, address })
     }
@@ -56,7 +57,10 @@ impl Wallet {
 
     /// `authorization` signed (EIP-7702): this wallet's account runs the
     /// code at its address once a transaction carries it.
-    pub fn sign_authorization(&self, authorization: Authorization) -> Result<SignedAuthorization, Error> {
+    pub fn sign_authorization(
+        &self,
+        authorization: Authorization,
+    ) -> Result<SignedAuthorization, Error> {
         let signature = self.sign_hash(&authorization.signature_hash())?;
         Ok(authorization.into_signed(signature))
     }
@@ -66,14 +70,19 @@ impl Wallet {
             .key
             .sign_prehash_recoverable(hash.as_slice())
             .map_err(|_| Error::Key("signing failed"))?;
-        Ok(Signature::from_signature_and_parity(signature, recovery.is_y_odd()))
+        Ok(Signature::from_signature_and_parity(
+            signature,
+            recovery.is_y_odd(),
+        ))
     }
 }
 
 impl std::fmt::Debug for Wallet {
     /// The address only: the key stays out of logs.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wallet").field("address", &self.address).finish()
+        f.debug_struct("Wallet")
+            .field("address", &self.address)
+            .finish()
     }
 }
 

@@ -128,8 +128,14 @@ fn a_failed_block_leaves_the_session_and_the_database_unchanged() {
     let good = chain.next_block(8);
     let from = chain.wallet(7).clone();
     let transfer = |nonce, value| {
-        from.sign(eip1559(nonce, TxKind::Call(Address::ZERO), value, Bytes::new(), 21_000))
-            .unwrap()
+        from.sign(eip1559(
+            nonce,
+            TxKind::Call(Address::ZERO),
+            value,
+            Bytes::new(),
+            21_000,
+        ))
+        .unwrap()
     };
 
     let mut bad_nonce = good.clone();

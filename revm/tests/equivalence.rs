@@ -40,7 +40,10 @@ fn pagetrie_and_the_in_memory_database_agree_on_every_block() {
 
     // The blocks did what the comparison is meant to cover.
     let receipts: Vec<_> = outcomes.iter().flat_map(|o| o.receipts.clone()).collect();
-    assert!(receipts.iter().any(|r| !r.status()), "no transaction reverted");
+    assert!(
+        receipts.iter().any(|r| !r.status()),
+        "no transaction reverted"
+    );
     assert!(receipts.iter().any(|r| !r.logs().is_empty()), "no log");
     let types: std::collections::HashSet<_> = blocks
         .iter()
@@ -75,9 +78,18 @@ fn pagetrie_and_the_in_memory_database_agree_on_every_block() {
         n => blocks[n as usize - 1].header.hash_slow(),
     };
     for block in &blocks[3..] {
-        if block.body.transactions.iter().any(|tx| tx.to() == Some(recorder_address())) {
+        if block
+            .body
+            .transactions
+            .iter()
+            .any(|tx| tx.to() == Some(recorder_address()))
+        {
             let n = block.header.number;
-            let slot = |s: u64| reader.storage_ref(recorder_address(), U256::from(s)).unwrap();
+            let slot = |s: u64| {
+                reader
+                    .storage_ref(recorder_address(), U256::from(s))
+                    .unwrap()
+            };
             assert_eq!(slot(2 * n), U256::from_be_bytes(hash_of(n - 1).0));
             assert_eq!(slot(2 * n + 1), U256::from_be_bytes(hash_of(n - 3).0));
             recorded += 1;
@@ -104,7 +116,11 @@ fn withdrawals_credit_gwei_after_the_transactions() {
     let reader = Reader(&db);
     for w in withdrawals.iter() {
         let balance = reader.basic_ref(w.address).unwrap().unwrap().balance;
-        let before = if balance > ether() { ether() } else { U256::ZERO };
+        let before = if balance > ether() {
+            ether()
+        } else {
+            U256::ZERO
+        };
         assert_eq!(balance - before, U256::from(w.amount) * U256::from(GWEI));
     }
 }
@@ -122,12 +138,27 @@ fn both_refuse_an_invalid_transaction() {
     let mut producer = Producer::new(&db.root().unwrap());
     let mut block = producer.next_block(1);
     // A nonce ahead of the sender's, then a chain id of another chain.
-    let bad_nonce = eip1559(5, TxKind::Call(Address::ZERO), U256::ZERO, Bytes::new(), 21_000);
-    let mut other_chain = eip1559(0, TxKind::Call(Address::ZERO), U256::ZERO, Bytes::new(), 21_000);
+    let bad_nonce = eip1559(
+        5,
+        TxKind::Call(Address::ZERO),
+        U256::ZERO,
+        Bytes::new(),
+        21_000,
+    );
+    let mut other_chain = eip1559(
+        0,
+        TxKind::Call(Address::ZERO),
+        U256::ZERO,
+        Bytes::new(),
+        21_000,
+    );
     other_chain.chain_id = CHAIN_ID + 1;
     for tx in [bad_nonce, other_chain] {
         block.body.transactions.truncate(1);
-        block.body.transactions.push(producer.wallet(7).sign(tx).unwrap());
+        block
+            .body
+            .transactions
+            .push(producer.wallet(7).sign(tx).unwrap());
         let session = db.begin_session();
         let ours = execute_block(&mut StateDb::new(&session), &producer.chain, &block);
         // The in-memory database keeps what a failed block committed.
@@ -156,9 +187,17 @@ fn a_forged_signature_recovers_another_sender_or_none() {
     forged.value = ether() / U256::from(2);
     let forged = pagetrie_revm::consensus::Signed::new_unhashed(forged, *signed.signature());
     with_tx(&mut block, 0, forged.into());
-    let result = execute_block(&mut StateDb::new(&db.begin_session()), &producer.chain, &block);
+    let result = execute_block(
+        &mut StateDb::new(&db.begin_session()),
+        &producer.chain,
+        &block,
+    );
     assert!(
-        matches!(result, Err(Error::InvalidTransaction { index: 0, .. }) | Err(Error::InvalidSignature { index: 0 })),
+        matches!(
+            result,
+            Err(Error::InvalidTransaction { index: 0, .. })
+                | Err(Error::InvalidSignature { index: 0 })
+        ),
         "{result:?}"
     );
     // A signature that recovers no key at all.
@@ -170,8 +209,15 @@ fn a_forged_signature_recovers_another_sender_or_none() {
         pagetrie_revm::Signature::new(U256::ZERO, U256::ZERO, false),
     );
     with_tx(&mut block, 1, zero.into());
-    let result = execute_block(&mut StateDb::new(&db.begin_session()), &producer.chain, &block);
-    assert!(matches!(result, Err(Error::InvalidSignature { index: 1 })), "{result:?}");
+    let result = execute_block(
+        &mut StateDb::new(&db.begin_session()),
+        &producer.chain,
+        &block,
+    );
+    assert!(
+        matches!(result, Err(Error::InvalidSignature { index: 1 })),
+        "{result:?}"
+    );
 }
 
 #[test]
@@ -181,7 +227,13 @@ fn a_transaction_asking_for_more_gas_than_is_left_is_refused_before_it_runs() {
     let mut producer = Producer::new(&db.root().unwrap());
     // An ether transfer (limit 21,000), then a token transfer (100,000,
     // about half of it used): it fits what it would use, not its limit.
-    let transfer = eip1559(0, TxKind::Call(Address::ZERO), U256::from(1), Bytes::new(), 21_000);
+    let transfer = eip1559(
+        0,
+        TxKind::Call(Address::ZERO),
+        U256::from(1),
+        Bytes::new(),
+        21_000,
+    );
     let mut call = eip1559(
         1,
         TxKind::Call(token_address()),
@@ -194,7 +246,11 @@ fn a_transaction_asking_for_more_gas_than_is_left_is_refused_before_it_runs() {
     let txs = vec![wallet.sign(transfer).unwrap(), wallet.sign(call).unwrap()];
     let mut block = producer.block_of(txs);
     block.header.gas_limit = 21_000 + 99_999;
-    let ours = execute_block(&mut StateDb::new(&db.begin_session()), &producer.chain, &block);
+    let ours = execute_block(
+        &mut StateDb::new(&db.begin_session()),
+        &producer.chain,
+        &block,
+    );
     let theirs = execute_block(&mut mem, &producer.chain, &block);
     for result in [ours, theirs] {
         assert!(
@@ -211,8 +267,12 @@ fn a_transaction_asking_for_more_gas_than_is_left_is_refused_before_it_runs() {
     }
     // Ran, it would have fit: with room for its limit the block passes.
     block.header.gas_limit += 1;
-    let outcome =
-        execute_block(&mut StateDb::new(&db.begin_session()), &producer.chain, &block).unwrap();
+    let outcome = execute_block(
+        &mut StateDb::new(&db.begin_session()),
+        &producer.chain,
+        &block,
+    )
+    .unwrap();
     assert!(outcome.gas_used <= 21_000 + 99_999, "{}", outcome.gas_used);
 }
 
@@ -223,8 +283,14 @@ fn the_token_moves_balances_and_refuses_overdrafts_and_value() {
     let mut producer = Producer::new(&db.root().unwrap());
     let (a, b) = (producer.wallet(1).clone(), producer.wallet(2).address());
     let call = |nonce, value: u64, input: Bytes| {
-        a.sign(eip1559(nonce, TxKind::Call(token_address()), U256::from(value), input, 100_000))
-            .unwrap()
+        a.sign(eip1559(
+            nonce,
+            TxKind::Call(token_address()),
+            U256::from(value),
+            input,
+            100_000,
+        ))
+        .unwrap()
     };
     let txs = vec![
         call(0, 0, token::transfer_call(&b, U256::from(400))),

@@ -11,8 +11,8 @@ use pagetrie_revm::consensus::transaction::SignerRecoverable;
 use pagetrie_revm::consensus::{Signed, TxEnvelope};
 use pagetrie_revm::revm::primitives::{Address, B256, U256};
 use pagetrie_revm::{
-    execute_block, keys, verify_block, Block, BlockOutcome, BlockProof, Chain, Error,
-    Header, HeaderError, Signature, StateDb,
+    execute_block, keys, verify_block, Block, BlockOutcome, BlockProof, Chain, Error, Header,
+    HeaderError, Signature, StateDb,
 };
 
 /// A committed block and what the verifier gets.
@@ -70,12 +70,10 @@ fn every_honest_block_verifies_from_its_shipped_bytes() {
         assert_eq!(verify(&proven).unwrap(), outcome);
         // BLOCKHASH three blocks back, read from the history contract
         // through the witness.
-        let calls_recorder = proven
-            .block
-            .body
-            .transactions
-            .iter()
-            .any(|tx| pagetrie_revm::consensus::Transaction::to(tx) == Some(recorder_address()));
+        let calls_recorder =
+            proven.block.body.transactions.iter().any(|tx| {
+                pagetrie_revm::consensus::Transaction::to(tx) == Some(recorder_address())
+            });
         if proven.block.header.number > 3 && calls_recorder {
             recorded_back += 1;
         }
@@ -102,15 +100,22 @@ fn change_transfer(p: &mut Proven, f: impl FnOnce(&mut pagetrie_revm::consensus:
     let index = tx
         .iter()
         .position(|tx| match tx {
-            TxEnvelope::Eip1559(s) => s.tx().input.is_empty() && s.tx().to.to() != Some(&tx_sender(tx)),
+            TxEnvelope::Eip1559(s) => {
+                s.tx().input.is_empty() && s.tx().to.to() != Some(&tx_sender(tx))
+            }
             _ => false,
         })
         .unwrap();
     let sender = tx_sender(&tx[index]);
-    let TxEnvelope::Eip1559(signed) = &tx[index] else { unreachable!() };
+    let TxEnvelope::Eip1559(signed) = &tx[index] else {
+        unreachable!()
+    };
     let mut changed = signed.tx().clone();
     f(&mut changed);
-    let wallet = (0..ACCOUNTS).map(wallet).find(|w| w.address() == sender).unwrap();
+    let wallet = (0..ACCOUNTS)
+        .map(wallet)
+        .find(|w| w.address() == sender)
+        .unwrap();
     tx[index] = wallet.sign(changed).unwrap();
     p.block.header.transactions_root = calculate_transaction_root(tx);
 }
@@ -191,14 +196,26 @@ fn a_changed_body_is_rejected_by_the_header_before_execution() {
     p.block.body.transactions.pop();
     let r = verify(&p);
     assert!(
-        matches!(r, Err(Error::Header(HeaderError::Commitment { field: "transactions_root", .. }))),
+        matches!(
+            r,
+            Err(Error::Header(HeaderError::Commitment {
+                field: "transactions_root",
+                ..
+            }))
+        ),
         "{r:?}"
     );
     let mut p = proven_block();
     p.block.body.withdrawals.as_mut().unwrap()[0].amount += 1;
     let r = verify(&p);
     assert!(
-        matches!(r, Err(Error::Header(HeaderError::Commitment { field: "withdrawals_root", .. }))),
+        matches!(
+            r,
+            Err(Error::Header(HeaderError::Commitment {
+                field: "withdrawals_root",
+                ..
+            }))
+        ),
         "{r:?}"
     );
     // Dropped, with the header committing to the shorter body: the gas
@@ -207,20 +224,34 @@ fn a_changed_body_is_rejected_by_the_header_before_execution() {
     p.block.body.transactions.pop();
     p.block.header.transactions_root = calculate_transaction_root(&p.block.body.transactions);
     let r = verify(&p);
-    assert!(matches!(r, Err(Error::Header(HeaderError::GasUsed { .. }))), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::Header(HeaderError::GasUsed { .. }))),
+        "{r:?}"
+    );
 }
 
 #[test]
 fn a_signature_that_recovers_no_sender_is_rejected() {
     let mut p = proven_block();
     let txs = &mut p.block.body.transactions;
-    let index = txs.iter().position(|tx| matches!(tx, TxEnvelope::Eip1559(_))).unwrap();
-    let TxEnvelope::Eip1559(signed) = &txs[index] else { unreachable!() };
-    let forged = Signed::new_unhashed(signed.tx().clone(), Signature::new(U256::ZERO, U256::ZERO, false));
+    let index = txs
+        .iter()
+        .position(|tx| matches!(tx, TxEnvelope::Eip1559(_)))
+        .unwrap();
+    let TxEnvelope::Eip1559(signed) = &txs[index] else {
+        unreachable!()
+    };
+    let forged = Signed::new_unhashed(
+        signed.tx().clone(),
+        Signature::new(U256::ZERO, U256::ZERO, false),
+    );
     txs[index] = forged.into();
     p.block.header.transactions_root = calculate_transaction_root(txs);
     let r = verify(&p);
-    assert!(matches!(r, Err(Error::InvalidSignature { index: i }) if i == index), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::InvalidSignature { index: i }) if i == index),
+        "{r:?}"
+    );
 }
 
 /// `p` with its header changed by `f`, checked to fail as `expected` says.
@@ -233,14 +264,30 @@ fn rejects(f: impl FnOnce(&mut Header), expected: impl FnOnce(&HeaderError) -> b
 
 #[test]
 fn a_header_that_does_not_follow_its_parent_is_rejected() {
-    rejects(|h| h.number += 1, |e| matches!(e, HeaderError::Number { .. }));
-    rejects(|h| h.number = u64::MAX, |e| matches!(e, HeaderError::Number { .. }));
-    rejects(|h| h.parent_hash = B256::repeat_byte(0x5a), |e| {
-        matches!(e, HeaderError::ParentHash { found, .. } if *found == B256::repeat_byte(0x5a))
-    });
-    rejects(|h| h.timestamp -= 12, |e| matches!(e, HeaderError::Timestamp { .. }));
-    rejects(|h| h.gas_limit = u64::MAX, |e| matches!(e, HeaderError::GasLimit { .. }));
-    rejects(|h| h.gas_limit += h.gas_limit / 1024, |e| matches!(e, HeaderError::GasLimit { .. }));
+    rejects(
+        |h| h.number += 1,
+        |e| matches!(e, HeaderError::Number { .. }),
+    );
+    rejects(
+        |h| h.number = u64::MAX,
+        |e| matches!(e, HeaderError::Number { .. }),
+    );
+    rejects(
+        |h| h.parent_hash = B256::repeat_byte(0x5a),
+        |e| matches!(e, HeaderError::ParentHash { found, .. } if *found == B256::repeat_byte(0x5a)),
+    );
+    rejects(
+        |h| h.timestamp -= 12,
+        |e| matches!(e, HeaderError::Timestamp { .. }),
+    );
+    rejects(
+        |h| h.gas_limit = u64::MAX,
+        |e| matches!(e, HeaderError::GasLimit { .. }),
+    );
+    rejects(
+        |h| h.gas_limit += h.gas_limit / 1024,
+        |e| matches!(e, HeaderError::GasLimit { .. }),
+    );
     rejects(
         |h| h.base_fee_per_gas = h.base_fee_per_gas.map(|f| f + 1),
         |e| matches!(e, HeaderError::BaseFee { .. }),
@@ -249,23 +296,54 @@ fn a_header_that_does_not_follow_its_parent_is_rejected() {
         |h| h.excess_blob_gas = Some(1),
         |e| matches!(e, HeaderError::ExcessBlobGas { .. }),
     );
-    rejects(|h| h.requests_hash = None, |e| matches!(e, HeaderError::Field("requests_hash")));
-    rejects(|h| h.difficulty = U256::from(1), |e| matches!(e, HeaderError::Field("difficulty")));
+    rejects(
+        |h| h.requests_hash = None,
+        |e| matches!(e, HeaderError::Field("requests_hash")),
+    );
+    rejects(
+        |h| h.difficulty = U256::from(1),
+        |e| matches!(e, HeaderError::Field("difficulty")),
+    );
 }
 
 #[test]
 fn a_header_whose_execution_fields_are_not_re_executions_is_rejected() {
-    rejects(|h| h.gas_used -= 1, |e| matches!(e, HeaderError::GasUsed { .. }));
+    rejects(
+        |h| h.gas_used -= 1,
+        |e| matches!(e, HeaderError::GasUsed { .. }),
+    );
     rejects(
         |h| h.receipts_root = B256::repeat_byte(1),
-        |e| matches!(e, HeaderError::Commitment { field: "receipts_root", .. }),
+        |e| {
+            matches!(
+                e,
+                HeaderError::Commitment {
+                    field: "receipts_root",
+                    ..
+                }
+            )
+        },
     );
-    rejects(|h| h.logs_bloom = Default::default(), |e| matches!(e, HeaderError::LogsBloom));
+    rejects(
+        |h| h.logs_bloom = Default::default(),
+        |e| matches!(e, HeaderError::LogsBloom),
+    );
     rejects(
         |h| h.requests_hash = Some(B256::repeat_byte(1)),
-        |e| matches!(e, HeaderError::Commitment { field: "requests_hash", .. }),
+        |e| {
+            matches!(
+                e,
+                HeaderError::Commitment {
+                    field: "requests_hash",
+                    ..
+                }
+            )
+        },
     );
-    rejects(|h| h.blob_gas_used = Some(1), |e| matches!(e, HeaderError::BlobGasUsed { .. }));
+    rejects(
+        |h| h.blob_gas_used = Some(1),
+        |e| matches!(e, HeaderError::BlobGasUsed { .. }),
+    );
 }
 
 #[test]
@@ -277,7 +355,10 @@ fn wrong_roots_are_rejected() {
     p.parent.state_root.0[0] ^= 1;
     // The parent changed: the header no longer follows it.
     let r = verify(&p);
-    assert!(matches!(r, Err(Error::Header(HeaderError::ParentHash { .. }))), "{r:?}");
+    assert!(
+        matches!(r, Err(Error::Header(HeaderError::ParentHash { .. }))),
+        "{r:?}"
+    );
     p.parent.state_root.0[0] ^= 1;
     // A sibling of the proof changed: it no longer hashes to the root.
     p.proof.multiproof.siblings[0][0] ^= 1;

@@ -19,13 +19,15 @@ use clap::builder::RangedU64ValueParser;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use pagetrie::{Db, ImportProgress, Options};
+use pagetrie_revm::consensus::TxReceipt;
+use pagetrie_revm::revm::primitives::Address;
 use pagetrie_revm::revm::primitives::{keccak256, U256};
 use pagetrie_revm::revm::DatabaseRef;
 use pagetrie_revm::{execute_block, token, verify_block, Block, BlockOutcome, BlockProof};
 use pagetrie_revm::{Reader, StateDb};
 
 use report::BlockFigures;
-use workload::{Chain, Shape};
+use workload::{Producer, Shape};
 
 /// Bounds on the flags: a block's gas limit and the run's funding stay far
 /// from overflowing, and a block's transactions fit in memory.
@@ -43,6 +45,11 @@ struct Args {
     /// Accounts imported: 2^N (each also holds the token, a storage slot).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=30))]
     accounts_log2: u32,
+    /// Accounts that send, each a wallet whose key signs its transactions:
+    /// the first 2^N of the accounts (deriving a key costs about 0.1 ms, so
+    /// not all of 2^24); the rest receive.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=30))]
+    senders_log2: u32,
     /// Blocks of transfers to run, after the token's deployment.
     #[arg(long, default_value_t = 20, value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_BLOCKS))]
     blocks: usize,
@@ -98,10 +105,11 @@ fn main() -> Result<(), BoxError> {
         }
     };
 
+    let senders = 1u64 << args.senders_log2.min(args.accounts_log2);
     let start = Instant::now();
     let db = Db::import(
         Options::new(&path),
-        workload::genesis(args.accounts_log2, funding),
+        workload::genesis(args.accounts_log2, senders, funding),
         |p| {
             if let ImportProgress::Writing { entries, total } = p {
                 eprint!("\rimport: {entries} / {total} entries   ");
@@ -112,16 +120,16 @@ fn main() -> Result<(), BoxError> {
     eprintln!();
     report::imported(&args, import, &db)?;
 
-    let mut chain = Chain::new(args.accounts_log2);
-    let deployment = chain.deployment();
-    let (figures, outcome) = run_block(&args, &db, &mut chain, &deployment)?;
+    let mut producer = Producer::new(args.accounts_log2, senders, &db.root()?, shape.gas_limit());
+    let deployment = producer.deployment()?;
+    let (figures, outcome) = run_block(&args, &db, &mut producer, deployment)?;
     report::block(&args, &figures);
-    check_deployed(&db, &outcome)?;
+    check_deployed(&db, &outcome, senders)?;
 
     let mut run = Vec::with_capacity(args.blocks);
     for _ in 0..args.blocks {
-        let block = chain.next_block(shape);
-        let (figures, _) = run_block(&args, &db, &mut chain, &block)?;
+        let block = producer.next_block(shape)?;
+        let (figures, _) = run_block(&args, &db, &mut producer, block)?;
         report::block(&args, &figures);
         run.push(figures);
     }
@@ -134,26 +142,27 @@ fn main() -> Result<(), BoxError> {
 fn run_block(
     args: &Args,
     db: &Db,
-    chain: &mut Chain,
-    block: &Block,
+    producer: &mut Producer,
+    (block, senders): (Block, Vec<Address>),
 ) -> Result<(BlockFigures, BlockOutcome), BoxError> {
-    // What a verifier following the chain knows: the last block's hash.
-    let parent = chain.parent_hash;
+    // What a verifier following the chain holds: the last block's header.
+    let parent = producer.parent.clone();
 
     let start = Instant::now();
     let session = db.begin_session();
     if !args.no_warm_up {
-        workload::warm_up(&session, block);
+        workload::warm_up(&session, &block, &senders);
     }
     let mut state = StateDb::new(&session);
-    let outcome = execute_block(&mut state, block)?;
+    let outcome = execute_block(&mut state, &producer.chain, &block)?;
     let changes = state.finish()?;
     let execute = start.elapsed();
 
     let start = Instant::now();
     let out = session.commit_and_prove()?;
     let commit = start.elapsed();
-    chain.sealed(block, &out.root);
+    let block = outcome.seal(&producer.chain, block, &out.root);
+    producer.parent = block.header.clone();
 
     let witness_bytes = out.witness.encoded_len();
     let shipped = BlockProof::new(out.witness, changes).encode();
@@ -163,7 +172,7 @@ fn run_block(
         // What a verifier does with the bytes it was sent.
         let start = Instant::now();
         let proof = BlockProof::decode(&shipped)?;
-        let again = verify_block(&out.prev_root, &parent, block, &proof, &out.root)?;
+        let again = verify_block(&producer.chain, &parent, &block, &proof)?;
         let took = start.elapsed();
         if again != outcome {
             return Err("the stateless re-execution's outcome differs".into());
@@ -173,8 +182,8 @@ fn run_block(
 
     let figures = BlockFigures {
         number: block.header.number,
-        txs: block.txs.len(),
-        reverted: outcome.txs.iter().filter(|t| !t.success).count(),
+        txs: block.body.transactions.len(),
+        reverted: outcome.receipts.iter().filter(|r| !r.status()).count(),
         gas: outcome.gas_used,
         execute,
         commit,
@@ -188,8 +197,8 @@ fn run_block(
 
 /// Checks that the deployment succeeded and left the token's code where the
 /// transfers will call it.
-fn check_deployed(db: &Db, outcome: &BlockOutcome) -> Result<(), BoxError> {
-    if !outcome.txs.iter().all(|t| t.success) {
+fn check_deployed(db: &Db, outcome: &BlockOutcome, senders: u64) -> Result<(), BoxError> {
+    if !outcome.receipts.iter().all(|r| r.status()) {
         return Err("the token's deployment failed".into());
     }
     let reader = Reader(db);
@@ -206,8 +215,8 @@ fn check_deployed(db: &Db, outcome: &BlockOutcome) -> Result<(), BoxError> {
     // The deployment's supply, and the balances imported beforehand.
     let balance =
         |holder| reader.storage_ref(workload::token_address(), token::balance_slot(&holder));
-    if balance(workload::DEPLOYER)? != U256::from(workload::SUPPLY)
-        || balance(workload::address(0))? != U256::from(workload::TOKENS_EACH)
+    if balance(workload::deployer().address())? != U256::from(workload::SUPPLY)
+        || balance(workload::address(0, senders))? != U256::from(workload::TOKENS_EACH)
     {
         return Err("the token's balances are not the deployed and imported ones".into());
     }

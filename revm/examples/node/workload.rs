@@ -1,17 +1,24 @@
 //! The node's state and blocks: `2^n` funded accounts that each hold the
-//! token, a first block that deploys the token, and blocks of ether and
-//! token transfers between random accounts, a share of them to fresh ones.
+//! token (the first of them wallets whose keys sign the transfers), the
+//! system contracts, a first block that deploys the token, and blocks of
+//! ether and token transfers from the wallets to random accounts, a share
+//! of them to fresh ones.
 
 use std::collections::HashMap;
 
 use pagetrie::KeyPath;
 use pagetrie::Session;
-use pagetrie_revm::revm::primitives::{Address, Bytes, B256, U256};
+use pagetrie_revm::consensus::{Transaction, TxEip1559, TxEnvelope};
+use pagetrie_revm::revm::primitives::{Address, Bytes, TxKind, U256};
 use pagetrie_revm::revm::state::AccountInfo;
-use pagetrie_revm::{genesis, keys, token, Block, Header, Tx};
+use pagetrie_revm::{
+    genesis, keys, next_block, token, Block, BlockAttributes, Chain, Header, Wallet,
+};
 
-/// Deploys the token in the first block, with its first transaction.
-pub const DEPLOYER: Address = Address::repeat_byte(0xde);
+/// The chain id the node's transactions are signed for.
+pub const CHAIN_ID: u64 = 424_242;
+/// The genesis block's time and gas limit.
+const GENESIS_TIME: u64 = 1_800_000_000;
 /// Tokens each account starts with.
 pub const TOKENS_EACH: u64 = 1_000_000;
 /// Tokens the deployment credits the deployer with.
@@ -23,27 +30,36 @@ const TOKEN_GAS: u64 = 100_000;
 const ETHER_GAS: u64 = 21_000;
 /// Wei an ether transfer sends per unit of its random amount (1 to 10).
 const WEI_PER_AMOUNT: u64 = 1_000_000_000;
-/// Wei per gas burned by every block.
-pub const BASEFEE: u64 = 1_000_000_000;
-/// Wei per gas each transaction pays: the base fee and a tip.
-pub const GAS_PRICE: u128 = 2_000_000_000;
+/// Wei per gas a transaction offers at most, and its tip: far above the
+/// base fee, which starts at 1 gwei and moves by at most 1/8 a block.
+pub const MAX_FEE: u128 = 100_000_000_000;
+const TIP: u128 = 1_000_000_000;
 
-/// Account `id`'s address.
-pub fn address(id: u64) -> Address {
-    Address::from_slice(&blake3::hash(&id.to_be_bytes()).as_bytes()[..20])
+/// The wallet that deploys the token in the first block.
+pub fn deployer() -> Wallet {
+    Wallet::derive(u64::MAX)
 }
 
-/// Where the token lives: created by [`DEPLOYER`]'s first transaction, so
+/// Account `id`'s address: wallet `id`'s below `senders`, a hash above.
+pub fn address(id: u64, senders: u64) -> Address {
+    if id < senders {
+        Wallet::derive(id).address()
+    } else {
+        Address::from_slice(&blake3::hash(&id.to_be_bytes()).as_bytes()[..20])
+    }
+}
+
+/// Where the token lives: created by the deployer's first transaction, so
 /// known before it is deployed.
 pub fn token_address() -> Address {
-    DEPLOYER.create(0)
+    deployer().address().create(0)
 }
 
 /// Wei each account needs so that it could send every transaction of the
 /// run, whichever sender the random draw picks: no sender runs out of
 /// ether, however few accounts there are. `None` if it overflows.
 pub fn funding(blocks: usize, txs: usize) -> Option<U256> {
-    let gas_price = U256::from(GAS_PRICE);
+    let gas_price = U256::from(MAX_FEE);
     let token = U256::from(TOKEN_GAS).checked_mul(gas_price)?;
     let ether = U256::from(ETHER_GAS)
         .checked_mul(gas_price)?
@@ -54,24 +70,29 @@ pub fn funding(blocks: usize, txs: usize) -> Option<U256> {
 }
 
 /// The genesis entries, in any order: each account with `funding` wei and
-/// its token balance, and the deployer with one ether.
+/// its token balance, the deployer with one ether, the system contracts.
 ///
 /// The balances are slots of the token's address before the token is
 /// deployed there (block 1): a genesis allocation standing in for an
 /// airdrop of `2^n` transfers. revm creates over them, since it checks a
 /// creation's address for a nonce or code only; an Ethereum client
 /// following EIP-7610 would refuse a creation at an address with storage.
-pub fn genesis(log2: u32, funding: U256) -> impl Iterator<Item = (KeyPath, Vec<u8>)> {
+pub fn genesis(log2: u32, senders: u64, funding: U256) -> impl Iterator<Item = (KeyPath, Vec<u8>)> {
     let funded = AccountInfo::from_balance(funding);
     let tokens = U256::from(TOKENS_EACH);
     let token = token_address();
     let accounts = (0..1u64 << log2).flat_map(move |id| {
-        let a = address(id);
+        let a = address(id, senders);
         let balance = genesis::storage(&token, &token::balance_slot(&a), &tokens);
         std::iter::once(genesis::account(&a, &funded)).chain(balance)
     });
-    let deployer = AccountInfo::from_balance(U256::from(10u64).pow(U256::from(18)));
-    accounts.chain(std::iter::once(genesis::account(&DEPLOYER, &deployer)))
+    let rich = AccountInfo::from_balance(U256::from(10u64).pow(U256::from(18)));
+    accounts
+        .chain(std::iter::once(genesis::account(
+            &deployer().address(),
+            &rich,
+        )))
+        .chain(genesis::system_contracts())
 }
 
 /// The shape of every transfer block.
@@ -94,31 +115,43 @@ impl Shape {
             txs,
             token_percent,
             fresh_percent,
-            gas_limit,
+            gas_limit: gas_limit.max(30_000_000),
         })
+    }
+
+    /// A gas limit with room for every transaction's.
+    pub fn gas_limit(&self) -> u64 {
+        self.gas_limit
     }
 }
 
 /// Makes the chain's blocks; it knows every sender's nonce, as a mempool
 /// does, since every transaction it made is valid.
-pub struct Chain {
+pub struct Producer {
     existing: u64,
+    wallets: Vec<Wallet>,
     next_fresh: u64,
     nonces: HashMap<u64, u64>,
     rng: u64,
-    pub number: u64,
-    pub parent_hash: B256,
+    pub chain: Chain,
+    /// The header the next block builds on.
+    pub parent: Header,
 }
 
-impl Chain {
-    pub fn new(log2: u32) -> Chain {
-        Chain {
+impl Producer {
+    /// The producer of a genesis of `2^log2` accounts, the first `senders`
+    /// of them wallets, whose state root is `root`.
+    pub fn new(log2: u32, senders: u64, root: &pagetrie::Node, gas_limit: u64) -> Producer {
+        let chain = Chain::new(CHAIN_ID);
+        let parent = genesis::header(&chain, root, GENESIS_TIME, gas_limit);
+        Producer {
             existing: 1 << log2,
+            wallets: (0..senders).map(Wallet::derive).collect(),
             next_fresh: 1 << log2,
             nonces: HashMap::new(),
             rng: 0x9e37_79b9_7f4a_7c15,
-            number: 0,
-            parent_hash: B256::ZERO,
+            chain,
+            parent,
         }
     }
 
@@ -129,34 +162,56 @@ impl Chain {
         self.rng
     }
 
-    /// The first block: [`DEPLOYER`] creates the token.
-    pub fn deployment(&mut self) -> Block {
-        let deploy = Tx {
-            caller: DEPLOYER,
-            to: None,
-            value: U256::ZERO,
-            data: token::deploy_code(SUPPLY),
-            nonce: 0,
-            gas_limit: DEPLOY_GAS,
-            gas_price: GAS_PRICE,
-        };
-        self.block(vec![deploy], DEPLOY_GAS)
+    fn transaction(nonce: u64, to: TxKind, value: U256, input: Bytes, gas_limit: u64) -> TxEip1559 {
+        TxEip1559 {
+            chain_id: CHAIN_ID,
+            nonce,
+            gas_limit,
+            max_fee_per_gas: MAX_FEE,
+            max_priority_fee_per_gas: TIP,
+            to,
+            value,
+            access_list: Default::default(),
+            input,
+        }
     }
 
-    /// The next block of transfers.
-    pub fn next_block(&mut self, shape: Shape) -> Block {
+    /// The first block: the deployer creates the token. With its senders.
+    pub fn deployment(&mut self) -> Result<(Block, Vec<Address>), pagetrie_revm::Error> {
+        let deploy = Self::transaction(
+            0,
+            TxKind::Create,
+            U256::ZERO,
+            token::deploy_code(SUPPLY),
+            DEPLOY_GAS,
+        );
+        let deployer = deployer();
+        Ok((
+            self.block(vec![deployer.sign(deploy)?]),
+            vec![deployer.address()],
+        ))
+    }
+
+    /// The next block of transfers, signed by their senders' wallets, and
+    /// its senders (as the node's mempool knows them, for hints).
+    pub fn next_block(
+        &mut self,
+        shape: Shape,
+    ) -> Result<(Block, Vec<Address>), pagetrie_revm::Error> {
         let token = token_address();
+        let senders = self.wallets.len() as u64;
         let mut txs = Vec::with_capacity(shape.txs);
+        let mut from = Vec::with_capacity(shape.txs);
         for _ in 0..shape.txs {
-            let sender = self.random() % self.existing;
+            let sender = self.random() % senders;
             let recipient = if self.random() % 100 < shape.fresh_percent {
                 self.next_fresh += 1;
-                address(self.next_fresh - 1)
+                address(self.next_fresh - 1, 0)
             } else {
-                address(self.random() % self.existing)
+                address(self.random() % self.existing, senders)
             };
             let amount = 1 + self.random() % 10;
-            let (to, value, data, gas_limit) = if self.random() % 100 < shape.token_percent {
+            let (to, value, input, gas_limit) = if self.random() % 100 < shape.token_percent {
                 let call = token::transfer_call(&recipient, U256::from(amount));
                 (token, U256::ZERO, call, TOKEN_GAS)
             } else {
@@ -164,53 +219,39 @@ impl Chain {
                 (recipient, value, Bytes::new(), ETHER_GAS)
             };
             let nonce = self.nonces.entry(sender).or_insert(0);
-            txs.push(Tx {
-                caller: address(sender),
-                to: Some(to),
-                value,
-                data,
-                nonce: *nonce,
-                gas_limit,
-                gas_price: GAS_PRICE,
-            });
+            let tx = Self::transaction(*nonce, TxKind::Call(to), value, input, gas_limit);
             *nonce += 1;
+            let wallet = &self.wallets[sender as usize];
+            txs.push(wallet.sign(tx)?);
+            from.push(wallet.address());
         }
-        self.block(txs, shape.gas_limit)
+        Ok((self.block(txs), from))
     }
 
-    /// The block after the last one, of `txs`.
-    fn block(&mut self, txs: Vec<Tx>, gas_limit: u64) -> Block {
-        self.number += 1;
-        Block {
-            header: Header {
-                number: self.number,
-                parent_hash: self.parent_hash,
-                timestamp: 1_800_000_000u64.saturating_add(self.number.saturating_mul(12)),
-                beneficiary: Address::repeat_byte(0xbe),
-                gas_limit,
-                basefee: BASEFEE,
-            },
-            txs,
-        }
-    }
-
-    /// Records that `block` ended at `root`: the next block's parent hash.
-    pub fn sealed(&mut self, block: &Block, root: &pagetrie::Node) {
-        self.parent_hash = block.hash(root);
+    /// The block after the parent, of `txs`.
+    fn block(&mut self, txs: Vec<TxEnvelope>) -> Block {
+        let attributes = BlockAttributes {
+            timestamp: self.parent.timestamp + 12,
+            beneficiary: Address::repeat_byte(0xbe),
+            ..BlockAttributes::default()
+        };
+        next_block(&self.chain, &self.parent, attributes, txs)
     }
 }
 
 /// Hints the keys `block`'s transactions name: each sender's and callee's
-/// account, and for a token transfer the two balances' slots.
-pub fn warm_up(session: &Session, block: &Block) {
+/// account, and for a token transfer the two balances' slots. `senders`
+/// are the block's senders, recovered.
+pub fn warm_up(session: &Session, block: &Block, senders: &[Address]) {
     let token = token_address();
-    for tx in &block.txs {
-        session.warm_up(&keys::account(&tx.caller));
-        let Some(to) = tx.to else { continue };
+    for (tx, sender) in block.body.transactions.iter().zip(senders) {
+        session.warm_up(&keys::account(sender));
+        let Some(to) = tx.to() else { continue };
         session.warm_up(&keys::account(&to));
-        if to == token && tx.data.len() >= 36 {
-            let recipient = Address::from_slice(&tx.data[16..36]);
-            for holder in [tx.caller, recipient] {
+        let input = tx.input();
+        if to == token && input.len() >= 36 {
+            let recipient = Address::from_slice(&input[16..36]);
+            for holder in [*sender, recipient] {
                 session.warm_up(&keys::storage(&token, &token::balance_slot(&holder)));
             }
         }

@@ -95,8 +95,14 @@ pub fn genesis_entries() -> (Vec<(KeyPath, Vec<u8>)>, InMemoryDB) {
     let mut mem = InMemoryDB::default();
     let tok = token_address();
     let system = [
-        (pagetrie_revm::eips::eip2935::HISTORY_STORAGE_ADDRESS, &pagetrie_revm::eips::eip2935::HISTORY_STORAGE_CODE),
-        (pagetrie_revm::eips::eip4788::BEACON_ROOTS_ADDRESS, &pagetrie_revm::eips::eip4788::BEACON_ROOTS_CODE),
+        (
+            pagetrie_revm::eips::eip2935::HISTORY_STORAGE_ADDRESS,
+            &pagetrie_revm::eips::eip2935::HISTORY_STORAGE_CODE,
+        ),
+        (
+            pagetrie_revm::eips::eip4788::BEACON_ROOTS_ADDRESS,
+            &pagetrie_revm::eips::eip4788::BEACON_ROOTS_CODE,
+        ),
         (
             pagetrie_revm::eips::eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_ADDRESS,
             &pagetrie_revm::eips::eip7002::WITHDRAWAL_REQUEST_PREDEPLOY_CODE,
@@ -113,7 +119,10 @@ pub fn genesis_entries() -> (Vec<(KeyPath, Vec<u8>)>, InMemoryDB) {
     // Contracts first: storage inserted into revm's database loads its account.
     for (at, code) in [
         (tok, token::runtime()),
-        (recorder_address(), Bytecode::new_legacy(Bytes::from_static(&RECORDER))),
+        (
+            recorder_address(),
+            Bytecode::new_legacy(Bytes::from_static(&RECORDER)),
+        ),
     ] {
         entries.extend(genesis::contract(&at, &code, U256::ZERO));
         mem.insert_account_info(at, contract_info(&code));
@@ -201,7 +210,10 @@ impl Producer {
 
     /// The next nonce of wallet `id`, taken.
     pub fn take_nonce(&mut self, id: u64) -> u64 {
-        let nonce = self.nonces.entry(self.wallets[id as usize].address()).or_insert(0);
+        let nonce = self
+            .nonces
+            .entry(self.wallets[id as usize].address())
+            .or_insert(0);
         *nonce += 1;
         *nonce - 1
     }
@@ -234,14 +246,29 @@ impl Producer {
         };
         let wallet = self.wallets[from as usize].clone();
         let signed = match i % 8 {
-            0..=2 => wallet.sign(eip1559(nonce, TxKind::Call(to), amount * U256::from(1_000_000u64), Bytes::new(), 21_000)),
+            0..=2 => wallet.sign(eip1559(
+                nonce,
+                TxKind::Call(to),
+                amount * U256::from(1_000_000u64),
+                Bytes::new(),
+                21_000,
+            )),
             3..=5 => wallet.sign(legacy(nonce, token::transfer_call(&to, amount))),
             // More tokens than anyone holds: reverts.
-            6 if i % 16 == 6 => wallet.sign(legacy(nonce, token::transfer_call(&to, U256::from(TOKENS_EACH * 1000)))),
+            6 if i % 16 == 6 => wallet.sign(legacy(
+                nonce,
+                token::transfer_call(&to, U256::from(TOKENS_EACH * 1000)),
+            )),
             // Nothing sent to a fresh account: touched, empty, not stored.
             6 => {
                 let nobody = self.fresh();
-                wallet.sign(eip1559(nonce, TxKind::Call(nobody), U256::ZERO, Bytes::new(), 21_000))
+                wallet.sign(eip1559(
+                    nonce,
+                    TxKind::Call(nobody),
+                    U256::ZERO,
+                    Bytes::new(),
+                    21_000,
+                ))
             }
             _ => match self.random() % 4 {
                 0 | 1 => {
@@ -264,11 +291,21 @@ impl Producer {
                         input,
                     })
                 }
-                2 => wallet.sign(eip1559(nonce, TxKind::Call(recorder_address()), U256::ZERO, Bytes::new(), 80_000)),
+                2 => wallet.sign(eip1559(
+                    nonce,
+                    TxKind::Call(recorder_address()),
+                    U256::ZERO,
+                    Bytes::new(),
+                    80_000,
+                )),
                 _ => {
                     // Another wallet lets its account run the recorder's code.
                     let authority = self.random() % ACCOUNTS;
-                    let auth_nonce = if authority == from { nonce + 1 } else { self.take_nonce(authority) };
+                    let auth_nonce = if authority == from {
+                        nonce + 1
+                    } else {
+                        self.take_nonce(authority)
+                    };
                     if authority == from {
                         self.take_nonce(from);
                     }
@@ -277,7 +314,9 @@ impl Producer {
                         address: recorder_address(),
                         nonce: auth_nonce,
                     };
-                    let signed_auth = self.wallets[authority as usize].sign_authorization(auth).unwrap();
+                    let signed_auth = self.wallets[authority as usize]
+                        .sign_authorization(auth)
+                        .unwrap();
                     wallet.sign(TxEip7702 {
                         chain_id: CHAIN_ID,
                         nonce,
