@@ -59,6 +59,10 @@ struct Args {
     /// Percent of transactions that are token transfers (the rest send ether).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=100))]
     token_percent: u64,
+    /// Contracts with 24 KiB of code each block calls once: their code is
+    /// read from the value cache, not the disk, after the first block.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(0..=100))]
+    hot_contracts: u8,
     /// Percent of recipients that are fresh accounts.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=100))]
     fresh_percent: u64,
@@ -84,8 +88,13 @@ fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     // Within the flags' ranges neither overflows; checked all the same.
     let (Some(shape), Some(funding)) = (
-        Shape::new(args.txs, args.token_percent, args.fresh_percent),
-        workload::funding(args.blocks, args.txs),
+        Shape::new(
+            args.txs,
+            args.token_percent,
+            args.fresh_percent,
+            args.hot_contracts,
+        ),
+        workload::funding(args.blocks, args.txs + usize::from(args.hot_contracts)),
     ) else {
         Args::command()
             .error(
@@ -109,7 +118,7 @@ fn main() -> Result<(), BoxError> {
     let start = Instant::now();
     let db = Db::import(
         Options::new(&path),
-        workload::genesis(args.accounts_log2, senders, funding),
+        workload::genesis(args.accounts_log2, senders, args.hot_contracts, funding),
         |p| {
             if let ImportProgress::Writing { entries, total } = p {
                 eprint!("\rimport: {entries} / {total} entries   ");
@@ -148,6 +157,7 @@ fn run_block(
     // What a verifier following the chain holds: the last block's header.
     let parent = producer.parent.clone();
 
+    let reads_before = db.metrics().reads_issued;
     let start = Instant::now();
     let session = db.begin_session();
     if !args.no_warm_up {
@@ -161,6 +171,7 @@ fn run_block(
     let start = Instant::now();
     let out = session.commit_and_prove()?;
     let commit = start.elapsed();
+    let disk_reads = db.metrics().reads_issued - reads_before;
     let block = outcome.seal(&producer.chain, block, &out.root);
     producer.parent = block.header.clone();
 
@@ -187,6 +198,7 @@ fn run_block(
         gas: outcome.gas_used,
         execute,
         commit,
+        disk_reads,
         root: out.root,
         witness_bytes,
         shipped_bytes: shipped.len(),

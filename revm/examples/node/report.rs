@@ -16,6 +16,8 @@ pub struct BlockFigures {
     pub gas: u64,
     pub execute: Duration,
     pub commit: Duration,
+    /// Disk reads pagetrie issued executing and committing it.
+    pub disk_reads: u64,
     pub root: pagetrie::Node,
     /// The witness `commit_and_prove` returned, encoded.
     pub witness_bytes: usize,
@@ -57,13 +59,14 @@ pub fn imported(args: &Args, took: Duration, db: &Db) -> Result<(), pagetrie::Er
             hex(&root[..8])
         );
         println!(
-            "{:>5} {:>6} {:>5} {:>11} {:>9} {:>9} {:>16} {:>9} {:>9} {:>9}",
+            "{:>5} {:>6} {:>5} {:>11} {:>9} {:>9} {:>7} {:>16} {:>9} {:>9} {:>9}",
             "block",
             "txs",
             "revert",
             "gas",
             "exec ms",
             "commit ms",
+            "reads",
             "root",
             "wit MiB",
             "ship MiB",
@@ -82,6 +85,7 @@ pub fn block(args: &Args, f: &BlockFigures) {
             "gas": f.gas,
             "execute_ms": ms(f.execute),
             "commit_ms": ms(f.commit),
+            "disk_reads": f.disk_reads,
             "root": hex(&f.root),
             "witness_bytes": f.witness_bytes,
             "shipped_bytes": f.shipped_bytes,
@@ -91,13 +95,14 @@ pub fn block(args: &Args, f: &BlockFigures) {
     } else {
         let reexecute = f.reexecute.map_or("-".into(), |d| format!("{:.1}", ms(d)));
         println!(
-            "{:>5} {:>6} {:>5} {:>11} {:>9.1} {:>9.1} {:>16} {:>9.2} {:>9.2} {:>9}",
+            "{:>5} {:>6} {:>5} {:>11} {:>9.1} {:>9.1} {:>7} {:>16} {:>9.2} {:>9.2} {:>9}",
             f.number,
             f.txs,
             f.reverted,
             f.gas,
             ms(f.execute),
             ms(f.commit),
+            f.disk_reads,
             hex(&f.root[..8]),
             mib(f.witness_bytes),
             mib(f.shipped_bytes),
@@ -113,6 +118,7 @@ pub fn summary(args: &Args, run: &[BlockFigures]) {
     let gas = mean(&|b| b.gas as f64);
     let execute = mean(&|b| ms(b.execute));
     let commit = mean(&|b| ms(b.commit));
+    let reads = mean(&|b| b.disk_reads as f64);
     let witness = mean(&|b| b.witness_bytes as f64);
     let shipped = mean(&|b| b.shipped_bytes as f64);
     let reexecute = (!args.no_verify).then(|| mean(&|b| b.reexecute.map_or(0.0, ms)));
@@ -123,6 +129,7 @@ pub fn summary(args: &Args, run: &[BlockFigures]) {
             "mean_gas": gas,
             "mean_execute_ms": execute,
             "mean_commit_ms": commit,
+            "mean_disk_reads": reads,
             "mean_witness_bytes": witness,
             "mean_shipped_bytes": shipped,
             "mean_reexecute_ms": reexecute,
@@ -132,7 +139,7 @@ pub fn summary(args: &Args, run: &[BlockFigures]) {
     } else {
         println!(
             "mean of {} blocks: {txs:.0} txs, {gas:.0} gas, execute {execute:.1} ms, commit_and_prove {commit:.1} ms, \
-             witness {:.2} MiB, shipped {:.2} MiB{}",
+             {reads:.0} disk reads, witness {:.2} MiB, shipped {:.2} MiB{}",
             run.len(),
             witness / (1 << 20) as f64,
             shipped / (1 << 20) as f64,

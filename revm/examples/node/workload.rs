@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use pagetrie::KeyPath;
 use pagetrie::Session;
 use pagetrie_revm::consensus::{Transaction, TxEip1559, TxEnvelope};
+use pagetrie_revm::revm::bytecode::Bytecode;
 use pagetrie_revm::revm::primitives::{Address, Bytes, TxKind, U256};
 use pagetrie_revm::revm::state::AccountInfo;
 use pagetrie_revm::{
@@ -35,6 +36,24 @@ const WEI_PER_AMOUNT: u64 = 1_000_000_000;
 pub const MAX_FEE: u128 = 100_000_000_000;
 const TIP: u128 = 1_000_000_000;
 
+/// The size of a hot contract's code: the most a contract may deploy
+/// (EIP-170), far past the 254 bytes a value stores inline.
+const HOT_CODE_LEN: usize = 24_576;
+/// Gas a call to a hot contract may use (its code stops at once).
+const HOT_GAS: u64 = 30_000;
+
+/// Hot contract `i`: its address and its code, which stops at once and
+/// is padded to [`HOT_CODE_LEN`] bytes, distinct for each contract.
+pub fn hot_contract(i: u8) -> (Address, Bytecode) {
+    let mut code = vec![0x5b; HOT_CODE_LEN];
+    code[0] = 0x00;
+    code[HOT_CODE_LEN - 1] = i;
+    (
+        Address::left_padding_from(&[0xc0, i]),
+        Bytecode::new_raw(code.into()),
+    )
+}
+
 /// The wallet that deploys the token in the first block.
 pub fn deployer() -> Wallet {
     Wallet::derive(u64::MAX)
@@ -56,7 +75,7 @@ pub fn token_address() -> Address {
 }
 
 /// Wei each account needs so that it could send every transaction of the
-/// run, whichever sender the random draw picks: no sender runs out of
+/// run (hot contract calls cost less than a token transfer), whichever sender the random draw picks: no sender runs out of
 /// ether, however few accounts there are. `None` if it overflows.
 pub fn funding(blocks: usize, txs: usize) -> Option<U256> {
     let gas_price = U256::from(MAX_FEE);
@@ -77,7 +96,12 @@ pub fn funding(blocks: usize, txs: usize) -> Option<U256> {
 /// airdrop of `2^n` transfers. revm creates over them, since it checks a
 /// creation's address for a nonce or code only; an Ethereum client
 /// following EIP-7610 would refuse a creation at an address with storage.
-pub fn genesis(log2: u32, senders: u64, funding: U256) -> impl Iterator<Item = (KeyPath, Vec<u8>)> {
+pub fn genesis(
+    log2: u32,
+    senders: u64,
+    hot: u8,
+    funding: U256,
+) -> impl Iterator<Item = (KeyPath, Vec<u8>)> {
     let funded = AccountInfo::from_balance(funding);
     let tokens = U256::from(TOKENS_EACH);
     let token = token_address();
@@ -93,6 +117,10 @@ pub fn genesis(log2: u32, senders: u64, funding: U256) -> impl Iterator<Item = (
             &rich,
         )))
         .chain(genesis::system_contracts())
+        .chain((0..hot).flat_map(|i| {
+            let (address, code) = hot_contract(i);
+            genesis::contract(&address, &code, U256::ZERO)
+        }))
 }
 
 /// The shape of every transfer block.
@@ -103,18 +131,25 @@ pub struct Shape {
     token_percent: u64,
     /// Percent of recipients that are fresh accounts.
     fresh_percent: u64,
+    /// Hot contracts every block calls once each.
+    hot: u8,
     /// Room for every transaction's gas limit.
     gas_limit: u64,
 }
 
 impl Shape {
-    /// Blocks of `txs` transactions; `None` if their gas overflows.
-    pub fn new(txs: usize, token_percent: u64, fresh_percent: u64) -> Option<Shape> {
-        let gas_limit = u64::try_from(txs).ok()?.checked_mul(TOKEN_GAS)?;
+    /// Blocks of `txs` transfers and a call to each of `hot` contracts;
+    /// `None` if their gas overflows.
+    pub fn new(txs: usize, token_percent: u64, fresh_percent: u64, hot: u8) -> Option<Shape> {
+        let gas_limit = u64::try_from(txs)
+            .ok()?
+            .checked_mul(TOKEN_GAS)?
+            .checked_add(u64::from(hot) * HOT_GAS)?;
         Some(Shape {
             txs,
             token_percent,
             fresh_percent,
+            hot,
             gas_limit: gas_limit.max(30_000_000),
         })
     }
@@ -220,6 +255,16 @@ impl Producer {
             };
             let nonce = self.nonces.entry(sender).or_insert(0);
             let tx = Self::transaction(*nonce, TxKind::Call(to), value, input, gas_limit);
+            *nonce += 1;
+            let wallet = &self.wallets[sender as usize];
+            txs.push(wallet.sign(tx)?);
+            from.push(wallet.address());
+        }
+        for i in 0..shape.hot {
+            let sender = self.random() % senders;
+            let nonce = self.nonces.entry(sender).or_insert(0);
+            let (to, _) = hot_contract(i);
+            let tx = Self::transaction(*nonce, TxKind::Call(to), U256::ZERO, Bytes::new(), HOT_GAS);
             *nonce += 1;
             let wallet = &self.wallets[sender as usize];
             txs.push(wallet.sign(tx)?);
