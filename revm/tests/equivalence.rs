@@ -49,7 +49,8 @@ fn pagetrie_and_the_in_memory_database_agree_on_every_block() {
         .iter()
         .flat_map(|b| b.body.transactions.iter().map(|tx| tx.tx_type() as u8))
         .collect();
-    assert_eq!(types.len(), 4, "transaction types {types:?}");
+    assert_eq!(types.len(), 5, "transaction types {types:?}");
+    assert!(blocks.iter().any(|b| b.header.blob_gas_used > Some(0)));
     let reader = Reader(&db);
     let (mut deployed, mut destroyed, mut recorded) = (0, 0, 0);
     for block in &blocks {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use pagetrie::trie::{compute_root, hash_value};
 use pagetrie::{Db, KeyPath, Node, Options};
-use pagetrie_revm::consensus::{TxEip1559, TxEip2930, TxEip7702, TxEnvelope, TxLegacy};
+use pagetrie_revm::consensus::{TxEip1559, TxEip2930, TxEip4844, TxEip7702, TxEnvelope, TxLegacy};
 use pagetrie_revm::eips::eip2930::{AccessList, AccessListItem};
 use pagetrie_revm::eips::eip4895::Withdrawal;
 use pagetrie_revm::eips::eip7702::Authorization;
@@ -81,6 +81,13 @@ const SHORT_LIVED: [u8; 7] = [
 
 pub fn short_lived_code() -> Bytes {
     Bytes::from_static(&SHORT_LIVED)
+}
+
+/// A blob's versioned hash: version 1 (KZG) then any 31 bytes.
+pub fn versioned_hash() -> B256 {
+    let mut hash = B256::repeat_byte(7);
+    hash.0[0] = 1;
+    hash
 }
 
 pub fn ether() -> U256 {
@@ -270,7 +277,7 @@ impl Producer {
                     21_000,
                 ))
             }
-            _ => match self.random() % 4 {
+            _ => match self.random() % 5 {
                 0 | 1 => {
                     let (value, input, gas_limit) = if self.random().is_multiple_of(2) {
                         (U256::ZERO, token::deploy_code(500), 300_000)
@@ -298,6 +305,20 @@ impl Producer {
                     Bytes::new(),
                     80_000,
                 )),
+                // A blob transaction without its blobs: one versioned hash.
+                3 => wallet.sign(TxEip4844 {
+                    chain_id: CHAIN_ID,
+                    nonce,
+                    gas_limit: 21_000,
+                    max_fee_per_gas: MAX_FEE,
+                    max_priority_fee_per_gas: TIP,
+                    to,
+                    value: amount,
+                    access_list: AccessList::default(),
+                    blob_versioned_hashes: vec![versioned_hash()],
+                    max_fee_per_blob_gas: 1_000,
+                    input: Bytes::new(),
+                }),
                 _ => {
                     // Another wallet lets its account run the recorder's code.
                     let authority = self.random() % ACCOUNTS;
