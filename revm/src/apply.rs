@@ -42,10 +42,20 @@ impl<S: Source> DatabaseCommit for StateDb<S> {
                     self.set(key, Some(code.original_byte_slice().to_vec()));
                 }
             }
-            self.set(account_key, Some(codec::encode_account(&account.info)));
+            // A creation leaves whatever slots the address held behind,
+            // under keys its slots no longer use.
+            let origin = if account.is_created() {
+                codec::Origin::Created
+            } else {
+                self.known_origin(&address)
+            };
+            self.set(
+                account_key,
+                Some(codec::encode_record(&account.info, origin)),
+            );
             for (slot, value) in account.changed_storage_slots() {
                 self.set(
-                    keys::storage(&address, slot),
+                    keys::slot(&address, origin, slot),
                     codec::encode_slot(&value.present_value),
                 );
             }

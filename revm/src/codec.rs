@@ -1,6 +1,6 @@
-//! The value layout: how account records, storage slots, code and block
-//! hashes are stored as bytes, each with one encoding, and their decoders,
-//! which refuse anything else without panicking.
+//! The value layout: how account records, storage slots and code are
+//! stored as bytes, each with one encoding, and their decoders, which refuse
+//! anything else without panicking.
 
 use pagetrie::KeyPath;
 use revm::bytecode::Bytecode;
@@ -13,16 +13,42 @@ use crate::Error;
 const PLAIN_LEN: usize = 8 + 32;
 /// An account with code: the same, then its code hash (32).
 const CONTRACT_LEN: usize = PLAIN_LEN + 32;
+/// The byte after either that marks an account created by a transaction.
+const CREATED: u8 = 1;
+
+/// Where an account's storage slots are keyed ([`crate::keys::slot`]):
+/// slots an account held before it was created by a transaction (from an
+/// import) are not its slots once it is, as a creation clears storage in
+/// revm's in-memory database; the slots can't be found to delete, so the
+/// created account's live under other keys.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// Imported, or written by transactions without creating it (an
+    /// externally owned account, an EIP-7702 delegation).
+    #[default]
+    Imported,
+    /// Created by a transaction (a creation or `CREATE`/`CREATE2`).
+    Created,
+}
+
+/// An imported account record's bytes ([`encode_record`] with
+/// [`Origin::Imported`]).
+pub fn encode_account(info: &AccountInfo) -> Vec<u8> {
+    encode_record(info, Origin::Imported)
+}
 
 /// An account record's bytes: nonce and balance, then the code hash if the
-/// account has code.
-pub fn encode_account(info: &AccountInfo) -> Vec<u8> {
+/// account has code, then one byte if a transaction created it.
+pub fn encode_record(info: &AccountInfo, origin: Origin) -> Vec<u8> {
     let has_code = info.code_hash != KECCAK_EMPTY;
-    let mut out = Vec::with_capacity(if has_code { CONTRACT_LEN } else { PLAIN_LEN });
+    let mut out = Vec::with_capacity(CONTRACT_LEN + 1);
     out.extend_from_slice(&info.nonce.to_be_bytes());
     out.extend_from_slice(&info.balance.to_be_bytes::<32>());
     if has_code {
         out.extend_from_slice(info.code_hash.as_slice());
+    }
+    if origin == Origin::Created {
+        out.push(CREATED);
     }
     out
 }
@@ -30,29 +56,44 @@ pub fn encode_account(info: &AccountInfo) -> Vec<u8> {
 /// The account stored at `key`. Its code is left for revm to ask for by
 /// hash, so an account read costs one value.
 pub fn decode_account(key: &KeyPath, bytes: &[u8]) -> Result<AccountInfo, Error> {
+    decode_record(key, bytes).map(|(info, _)| info)
+}
+
+/// The account stored at `key` and where its slots are keyed.
+pub fn decode_record(key: &KeyPath, bytes: &[u8]) -> Result<(AccountInfo, Origin), Error> {
     let corrupt = |what| Error::Corrupt { key: *key, what };
+    let (bytes, origin) = match bytes.len() {
+        PLAIN_LEN | CONTRACT_LEN => (bytes, Origin::Imported),
+        n if n == PLAIN_LEN + 1 || n == CONTRACT_LEN + 1 => {
+            if bytes[n - 1] != CREATED {
+                return Err(corrupt("account record with an unknown last byte"));
+            }
+            (&bytes[..n - 1], Origin::Created)
+        }
+        _ => return Err(corrupt("account record of the wrong length")),
+    };
     let code_hash = match bytes.len() {
         PLAIN_LEN => KECCAK_EMPTY,
-        CONTRACT_LEN => {
+        _ => {
             let hash = B256::from_slice(&bytes[PLAIN_LEN..]);
             if hash == KECCAK_EMPTY {
                 return Err(corrupt("account record spells out the empty code hash"));
             }
             hash
         }
-        _ => return Err(corrupt("account record of the wrong length")),
     };
     let mut nonce = [0u8; 8];
     nonce.copy_from_slice(&bytes[..8]);
     let balance = U256::from_be_slice(&bytes[8..PLAIN_LEN]);
-    Ok(AccountInfo {
+    let info = AccountInfo {
         balance,
         nonce: u64::from_be_bytes(nonce),
         code_hash,
         // Code is fetched by hash only when revm runs it.
         code: (code_hash == KECCAK_EMPTY).then(Bytecode::default),
         ..AccountInfo::default()
-    })
+    };
+    Ok((info, origin))
 }
 
 /// A storage value's bytes: big-endian without leading zero bytes; `None`
@@ -100,6 +141,14 @@ pub fn decode_code(key: &KeyPath, code_hash: &B256, bytes: &[u8]) -> Result<Byte
 /// The account whose record is `stored` at `key`, if any.
 pub(crate) fn account(key: &KeyPath, stored: Option<&[u8]>) -> Result<Option<AccountInfo>, Error> {
     stored.map(|bytes| decode_account(key, bytes)).transpose()
+}
+
+/// Where the slots of the account `stored` at `key` are keyed; an absent
+/// account's are where an import puts them.
+pub(crate) fn origin(key: &KeyPath, stored: Option<&[u8]>) -> Result<Origin, Error> {
+    stored.map_or(Ok(Origin::Imported), |bytes| {
+        decode_record(key, bytes).map(|(_, origin)| origin)
+    })
 }
 
 /// The code with hash `code_hash`, `stored` at `key`: an account names it,
@@ -154,9 +203,26 @@ mod tests {
         assert_eq!(back.code_hash, B256::repeat_byte(3));
         assert!(back.code.is_none());
 
-        for len in [0, 39, 41, 71, 73] {
+        let created = encode_record(&contract, Origin::Created);
+        assert_eq!(created.len(), CONTRACT_LEN + 1);
+        let (back, origin) = decode_record(&KEY, &created).unwrap();
+        assert_eq!(
+            (back.code_hash, origin),
+            (B256::repeat_byte(3), Origin::Created)
+        );
+        let (_, origin) = decode_record(&KEY, &encode_record(&plain, Origin::Created)).unwrap();
+        assert_eq!(origin, Origin::Created);
+
+        for len in [0, 39, 42, 71, 74] {
             assert!(matches!(
                 decode_account(&KEY, &vec![1; len]),
+                Err(Error::Corrupt { .. })
+            ));
+        }
+        // The byte after a record is 1 or nothing.
+        for len in [41, 73] {
+            assert!(matches!(
+                decode_account(&KEY, &vec![2; len]),
                 Err(Error::Corrupt { .. })
             ));
         }

@@ -77,10 +77,10 @@
 //!
 //! | item | key | value ([`codec`]) |
 //! |---|---|---|
-//! | account | blake3(0x01 ‖ address) | nonce (u64) ‖ balance (u256), then the code hash if it has code: 40 or 72 bytes, big-endian |
-//! | storage slot | blake3(0x02 ‖ address ‖ slot (32 bytes)) | the value big-endian without leading zero bytes; a slot set to zero is deleted |
+//! | account | blake3(0x01 ‖ address) | nonce (u64) ‖ balance (u256), then the code hash if it has code, then the byte 1 if a transaction created it: 40, 41, 72 or 73 bytes, big-endian |
+//! | storage slot | blake3(0x02 ‖ address ‖ slot (32 bytes)); blake3(0x04 ‖ address ‖ slot) in an account a transaction created | the value big-endian without leading zero bytes; a slot set to zero is deleted |
 //! | contract code | blake3(0x03 ‖ keccak256 of the code) | the code; stored once whatever number of accounts run it, never deleted |
-
+//!
 //! Block hashes are not keys of their own: `BLOCKHASH` reads the EIP-2935
 //! history contract's ring of 8,191 slots, which a system call fills at the
 //! start of each block ([`genesis::system_contracts`] deploys it).
@@ -91,9 +91,15 @@
 //! self-destructs, so every slot it holds was written in that transaction
 //! and goes with revm's journal, which the commit drops with the account;
 //! an emptied account holds no storage, since only code writes storage and
-//! an account that ran code has a nonce or code. The layout assumes no
-//! account is created over existing storage (EIP-7610 forbids it). A
-//! self-destruct under older rules of an account created earlier is refused
+//! an account that ran code has a nonce or code. A creation at an address
+//! that holds slots but no nonce or code (an import can leave that;
+//! EIP-7610 forbids the creation on Ethereum, revm allows it) drops them as
+//! revm's in-memory database does: the created account's slots are keyed
+//! under their own tag, so the old ones are never read again. They stay in
+//! the trie, unreachable, and the root commits to them. A created account
+//! is never created again (its nonce is at least 1, so a second creation
+//! collides), so one tag for created accounts suffices. A self-destruct
+//! under older rules of an account created earlier is refused
 //! ([`Error::StorageWipe`]) rather than leaving its slots behind; a node
 //! replaying pre-Cancun history would need a storage generation in the
 //! account record, mixed into its slots' keys, instead.

@@ -40,7 +40,9 @@ impl<S: Source> DatabaseRef for Reader<S> {
     }
 
     fn storage_ref(&self, address: Address, index: StorageKey) -> Result<StorageValue, Error> {
-        let key = keys::storage(&address, &index);
+        let account = keys::account(&address);
+        let origin = codec::origin(&account, self.0.read(&account)?.as_deref())?;
+        let key = keys::slot(&address, origin, &index);
         codec::slot(&key, self.0.read(&key)?.as_deref())
     }
 

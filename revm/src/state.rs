@@ -148,6 +148,16 @@ impl<S: Source> StateDb<S> {
         self.values.insert(key, value);
     }
 
+    /// Where `address`'s slots are keyed, as its record in the block says
+    /// (revm loads an account before committing it).
+    pub(crate) fn known_origin(&self, address: &Address) -> codec::Origin {
+        let key = keys::account(address);
+        match self.values.get(&key) {
+            Some(Some(bytes)) => codec::origin(&key, Some(bytes)).unwrap_or_default(),
+            _ => codec::Origin::Imported,
+        }
+    }
+
     /// Whether `key` is known to hold a value.
     pub(crate) fn holds(&self, key: &KeyPath) -> bool {
         matches!(self.values.get(key), Some(Some(_)))
@@ -200,7 +210,12 @@ impl<S: Source> Database for StateDb<S> {
     }
 
     fn storage(&mut self, address: Address, index: StorageKey) -> Result<StorageValue, Error> {
-        let key = keys::storage(&address, &index);
+        let account = keys::account(&address);
+        let origin = self
+            .value(&account)
+            .and_then(|v| codec::origin(&account, v));
+        let origin = self.answer(account, origin)?;
+        let key = keys::slot(&address, origin, &index);
         let result = self.value(&key).and_then(|v| codec::slot(&key, v));
         self.answer(key, result)
     }

@@ -35,7 +35,7 @@ fn sender(index: usize) -> pagetrie_revm::revm::primitives::Address {
 #[test]
 fn a_corrupt_account_record_fails_the_block() {
     let sender = sender(0);
-    let result = block_over(keys::account(&sender), vec![1; 41]);
+    let result = block_over(keys::account(&sender), vec![1; 42]);
     assert!(matches!(result, Err(Error::Corrupt { key, .. }) if key == keys::account(&sender)));
 }
 

@@ -11,7 +11,7 @@ use pagetrie_revm::consensus::{Transaction, TxEnvelope};
 use pagetrie_revm::revm::database::AccountState;
 use pagetrie_revm::revm::primitives::{Address, Bytes, TxKind, U256};
 use pagetrie_revm::revm::DatabaseRef;
-use pagetrie_revm::{execute_block, token, Block, Error, Reader, StateDb};
+use pagetrie_revm::{execute_block, genesis, token, Block, Error, Reader, StateDb};
 
 #[test]
 fn pagetrie_and_the_in_memory_database_agree_on_every_block() {
@@ -333,4 +333,63 @@ fn the_token_moves_balances_and_refuses_overdrafts_and_value() {
         .unwrap();
     let out = evm.transact(query).unwrap().result.into_output().unwrap();
     assert_eq!(U256::from_be_slice(&out), U256::from(1400));
+}
+
+#[test]
+fn a_creation_over_existing_storage_leaves_none_of_it_as_revms_in_memory_database_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut entries, mut mem) = genesis_entries();
+    let creator = wallet(5);
+    let at = creator.address().create(0);
+    // Slots at the address the creation lands on, with no account there
+    // (which would make the creation collide).
+    entries.extend(genesis::storage(&at, &U256::from(1), &U256::from(7)));
+    mem.insert_account_storage(at, U256::from(1), U256::from(7))
+        .unwrap();
+    let db = pagetrie::Db::import(pagetrie::Options::new(dir.path()), entries, |_| {}).unwrap();
+    assert_eq!(
+        Reader(&db).storage_ref(at, U256::from(1)).unwrap(),
+        U256::from(7)
+    );
+    let mut producer = Producer::new(&db.root().unwrap());
+    // Init code: storage[2] = storage[1] + 1, storage[3] = 5; no code.
+    #[rustfmt::skip]
+    let init = Bytes::from_static(&[
+        0x60, 0x01, 0x54, 0x60, 0x01, 0x01, 0x60, 0x02, 0x55, // SSTORE(2, SLOAD(1) + 1)
+        0x60, 0x05, 0x60, 0x03, 0x55,                         // SSTORE(3, 5)
+        0x00,
+    ]);
+    let create = creator
+        .sign(eip1559(0, TxKind::Create, U256::ZERO, init, 100_000))
+        .unwrap();
+    let block = producer.block_of(vec![create]);
+    let session = db.begin_session();
+    let mut state = StateDb::new(&session);
+    let ours = execute_block(&mut state, &producer.chain, &block).unwrap();
+    state.finish().unwrap();
+    session.commit().unwrap();
+    let theirs = execute_block(&mut mem, &producer.chain, &block).unwrap();
+    assert_eq!(ours, theirs);
+    assert!(ours.receipts[0].status());
+    let reader = Reader(&db);
+    for slot in 1..=3u64 {
+        let slot = U256::from(slot);
+        let expected = mem.cache.accounts[&at]
+            .storage
+            .get(&slot)
+            .copied()
+            .unwrap_or_default();
+        assert_eq!(
+            reader.storage_ref(at, slot).unwrap(),
+            expected,
+            "slot {slot}"
+        );
+    }
+    // The old slot read as empty during the creation, and reads so after.
+    assert_eq!(reader.storage_ref(at, U256::from(1)).unwrap(), U256::ZERO);
+    assert_eq!(
+        reader.storage_ref(at, U256::from(2)).unwrap(),
+        U256::from(1)
+    );
+    assert_eq!(reader.basic_ref(at).unwrap().unwrap().nonce, 1);
 }

@@ -1,8 +1,10 @@
 //! A node on pagetrie with revm: imports `2^n` accounts that each hold a
-//! token, deploys the token by a contract-creation transaction in block 1,
-//! then runs blocks of ether and token transfers, each executed by
-//! revm on a session, committed with `commit_and_prove`, and re-executed
-//! statelessly from its witness and the values it read.
+//! token, deploys a second token by a contract-creation transaction in
+//! block 1, then runs blocks of signed ether and token transfers and calls
+//! to hot contracts, each executed by alloy-evm's block executor on a
+//! session, committed with `commit_and_prove`, sealed, and verified
+//! statelessly against its parent header from its witness and the values
+//! it read.
 //!
 //! ```sh
 //! cargo run --release -p pagetrie-revm --example node               # 2^20 accounts
@@ -214,7 +216,7 @@ fn check_deployed(db: &Db, outcome: &BlockOutcome, senders: u64) -> Result<(), B
         return Err("the token's deployment failed".into());
     }
     let reader = Reader(db);
-    let account = reader.basic_ref(workload::token_address())?;
+    let account = reader.basic_ref(workload::deployed_address())?;
     let Some(account) = account else {
         return Err("no account where the token was deployed".into());
     };
@@ -224,11 +226,11 @@ fn check_deployed(db: &Db, outcome: &BlockOutcome, senders: u64) -> Result<(), B
     {
         return Err("the deployed code is not the token's".into());
     }
-    // The deployment's supply, and the balances imported beforehand.
-    let balance =
-        |holder| reader.storage_ref(workload::token_address(), token::balance_slot(&holder));
-    if balance(workload::deployer().address())? != U256::from(workload::SUPPLY)
-        || balance(workload::address(0, senders))? != U256::from(workload::TOKENS_EACH)
+    // The deployment's supply, and the genesis token's imported balances.
+    let balance = |token, holder| reader.storage_ref(token, token::balance_slot(&holder));
+    let (deployed, imported) = (workload::deployed_address(), workload::token_address());
+    if balance(deployed, workload::deployer().address())? != U256::from(workload::SUPPLY)
+        || balance(imported, workload::address(0, senders))? != U256::from(workload::TOKENS_EACH)
     {
         return Err("the token's balances are not the deployed and imported ones".into());
     }

@@ -1,6 +1,6 @@
 //! The node's state and blocks: `2^n` funded accounts that each hold the
 //! token (the first of them wallets whose keys sign the transfers), the
-//! system contracts, a first block that deploys the token, and blocks of
+//! system contracts, a first block that deploys a second token, and blocks of
 //! ether and token transfers from the wallets to random accounts, a share
 //! of them to fresh ones.
 
@@ -68,9 +68,13 @@ pub fn address(id: u64, senders: u64) -> Address {
     }
 }
 
-/// Where the token lives: created by the deployer's first transaction, so
-/// known before it is deployed.
+/// Where the token every account holds lives, from genesis on.
 pub fn token_address() -> Address {
+    Address::repeat_byte(0x70)
+}
+
+/// Where block 1 deploys a second token: the deployer's first creation.
+pub fn deployed_address() -> Address {
     deployer().address().create(0)
 }
 
@@ -88,14 +92,9 @@ pub fn funding(blocks: usize, txs: usize) -> Option<U256> {
     Some(need.max(U256::from(10u64).pow(U256::from(18))))
 }
 
-/// The genesis entries, in any order: each account with `funding` wei and
-/// its token balance, the deployer with one ether, the system contracts.
-///
-/// The balances are slots of the token's address before the token is
-/// deployed there (block 1): a genesis allocation standing in for an
-/// airdrop of `2^n` transfers. revm creates over them, since it checks a
-/// creation's address for a nonce or code only; an Ethereum client
-/// following EIP-7610 would refuse a creation at an address with storage.
+/// The genesis entries, in any order: the token with each account's
+/// balance, each account with `funding` wei, the deployer with one ether,
+/// the system contracts and the hot contracts.
 pub fn genesis(
     log2: u32,
     senders: u64,
@@ -112,6 +111,7 @@ pub fn genesis(
     });
     let rich = AccountInfo::from_balance(U256::from(10u64).pow(U256::from(18)));
     accounts
+        .chain(genesis::contract(&token, &token::runtime(), U256::ZERO))
         .chain(std::iter::once(genesis::account(
             &deployer().address(),
             &rich,
@@ -211,7 +211,7 @@ impl Producer {
         }
     }
 
-    /// The first block: the deployer creates the token. With its senders.
+    /// The first block: the deployer creates a second token. With its senders.
     pub fn deployment(&mut self) -> Result<(Block, Vec<Address>), pagetrie_revm::Error> {
         let deploy = Self::transaction(
             0,

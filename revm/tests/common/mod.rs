@@ -19,7 +19,7 @@ use pagetrie_revm::revm::database::{AccountState, CacheDB, EmptyDB, InMemoryDB};
 use pagetrie_revm::revm::primitives::{keccak256, Address, Bytes, TxKind, B256, U256};
 use pagetrie_revm::revm::state::AccountInfo;
 use pagetrie_revm::{
-    genesis, next_block, token, Block, BlockAttributes, BlockOutcome, Chain, Header, Wallet,
+    codec, genesis, next_block, token, Block, BlockAttributes, BlockOutcome, Chain, Header, Wallet,
 };
 
 pub const CHAIN_ID: u64 = 1337;
@@ -410,9 +410,17 @@ pub fn expected_root(mem: &InMemoryDB) -> Node {
         if !exists || account.info.is_empty() {
             continue;
         }
-        entries.push(genesis::account(address, &account.info));
+        // revm's in-memory database marks what a creation cleared.
+        let origin = match account.account_state {
+            AccountState::StorageCleared => codec::Origin::Created,
+            _ => codec::Origin::Imported,
+        };
+        let record = codec::encode_record(&account.info, origin);
+        entries.push((pagetrie_revm::keys::account(address), record));
         for (slot, value) in &account.storage {
-            entries.extend(genesis::storage(address, slot, value));
+            if let Some(bytes) = codec::encode_slot(value) {
+                entries.push((pagetrie_revm::keys::slot(address, origin, slot), bytes));
+            }
         }
     }
     for code in mem.cache.contracts.values() {
