@@ -8,13 +8,12 @@ use alloy_hardforks::{EthereumChainHardforks, EthereumHardfork, EthereumHardfork
 use revm::primitives::hardfork::SpecId;
 use revm::primitives::Address;
 
-use crate::Header;
+use crate::{Error, Header};
 
-/// A chain: its id and the blocks or times its forks begin at.
-///
-/// The key layout relies on Cancun's self-destruct rules (EIP-6780): a
-/// block under older rules that self-destructs an account created before
-/// it fails with [`crate::Error::StorageWipe`] (see the crate docs).
+/// A chain: its id and the times its forks begin at. Prague's rules hold
+/// from its genesis on: `BLOCKHASH` is served by the EIP-2935 contract,
+/// which holds hashes only from Prague on, and the key layout relies on
+/// Cancun's self-destruct rules (EIP-6780). Later forks may begin later.
 #[derive(Clone, Debug)]
 pub struct Chain {
     chain_id: u64,
@@ -26,26 +25,33 @@ impl Chain {
     /// A new chain with every fork through Osaka active from its genesis,
     /// as a devnet starts; transactions are signed for `chain_id`.
     pub fn new(chain_id: u64) -> Chain {
-        let forks = EthereumHardfork::devnet()
-            .into_iter()
-            .filter(|(fork, _)| *fork <= EthereumHardfork::Osaka);
-        Chain::with_forks(chain_id, forks)
+        Chain {
+            chain_id,
+            forks: EthereumChainHardforks::new(genesis_forks(EthereumHardfork::Osaka)),
+            deposit_contract: None,
+        }
     }
 
-    /// A chain whose forks begin where `forks` says: by block number up to
-    /// London, by total difficulty for Paris, by timestamp from Shanghai
-    /// on, as Ethereum's own schedules are written
-    /// ([`EthereumHardfork::mainnet`] is mainnet's). Forks not listed never
-    /// begin.
-    pub fn with_forks(
+    /// A chain whose rules are Prague's from its genesis and whose later
+    /// forks (Osaka and after) begin at the timestamps `later` gives.
+    /// [`Error::Fork`] for a fork in `later` that is Prague or older, or a
+    /// condition that is not a timestamp.
+    pub fn with_later_forks(
         chain_id: u64,
-        forks: impl IntoIterator<Item = (EthereumHardfork, ForkCondition)>,
-    ) -> Chain {
-        Chain {
+        later: impl IntoIterator<Item = (EthereumHardfork, u64)>,
+    ) -> Result<Chain, Error> {
+        let mut forks = genesis_forks(EthereumHardfork::Prague);
+        for (fork, timestamp) in later {
+            if fork <= EthereumHardfork::Prague {
+                return Err(Error::Fork(fork));
+            }
+            forks.push((fork, ForkCondition::Timestamp(timestamp)));
+        }
+        Ok(Chain {
             chain_id,
             forks: EthereumChainHardforks::new(forks),
             deposit_contract: None,
-        }
+        })
     }
 
     /// The chain id transactions are signed for and the EVM runs with.
@@ -83,6 +89,14 @@ impl Chain {
     }
 }
 
+/// Every fork through `last` from genesis, as a devnet starts.
+fn genesis_forks(last: EthereumHardfork) -> Vec<(EthereumHardfork, ForkCondition)> {
+    EthereumHardfork::devnet()
+        .into_iter()
+        .filter(|(fork, _)| *fork <= last)
+        .collect()
+}
+
 impl EthereumHardforks for Chain {
     fn ethereum_fork_activation(&self, fork: EthereumHardfork) -> ForkCondition {
         self.forks.ethereum_fork_activation(fork)
@@ -103,15 +117,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_new_chain_runs_osaka_from_genesis_and_a_schedule_picks_by_time() {
+    fn a_new_chain_runs_osaka_from_genesis_and_later_forks_begin_by_time() {
         let chain = Chain::new(7);
         assert_eq!(chain.chain_id(), 7);
         assert_eq!(chain.spec_at(1, 0), SpecId::OSAKA);
-        let mainnet = Chain::with_forks(1, EthereumHardfork::mainnet());
-        assert_eq!(mainnet.spec_at(1, 1), SpecId::FRONTIER);
-        let cancun = alloy_hardforks::mainnet::MAINNET_CANCUN_TIMESTAMP;
-        assert_eq!(mainnet.spec_at(19_500_000, cancun), SpecId::CANCUN);
-        assert_eq!(mainnet.spec_at(19_500_000, cancun - 1), SpecId::SHANGHAI);
-        assert!(mainnet.blob_params(cancun - 1).is_none());
+        let later = Chain::with_later_forks(7, [(EthereumHardfork::Osaka, 1_000)]).unwrap();
+        assert_eq!(later.spec_at(1, 0), SpecId::PRAGUE);
+        assert_eq!(later.spec_at(9, 999), SpecId::PRAGUE);
+        assert_eq!(later.spec_at(10, 1_000), SpecId::OSAKA);
+        assert_eq!(later.blob_params(999), Some(BlobParams::prague()));
+        for early in [EthereumHardfork::Cancun, EthereumHardfork::Prague] {
+            let refused = Chain::with_later_forks(7, [(early, 1_000)]);
+            assert!(matches!(refused, Err(Error::Fork(f)) if f == early));
+        }
     }
 }

@@ -80,6 +80,16 @@ pub enum Error {
     /// transaction (rules before Cancun): its older storage slots are not in
     /// the journal, and the layout does not find them (see the crate docs).
     StorageWipe(Address),
+    /// A fork a [`crate::Chain`] can't begin after its genesis: Prague and
+    /// every fork before it hold from genesis on.
+    Fork(alloy_hardforks::EthereumHardfork),
+    /// A block whose RLP encoding is longer than Osaka allows (EIP-7934).
+    BlockTooLarge {
+        /// Its encoded length.
+        size: usize,
+        /// The most allowed.
+        max: usize,
+    },
     /// A secret key that is none, or a signature that could not be made.
     Key(&'static str),
     /// Bytes of a block proof that do not decode.
@@ -169,6 +179,16 @@ impl fmt::Display for Error {
                 "account {address} self-destructed without being created in the same \
                  transaction; its storage cannot be wiped (needs Cancun rules or later)"
             ),
+            Error::Fork(fork) => write!(
+                f,
+                "{fork} holds from genesis on; only forks after Prague begin later"
+            ),
+            Error::BlockTooLarge { size, max } => {
+                write!(
+                    f,
+                    "the block's encoding takes {size} bytes, more than {max}"
+                )
+            }
             Error::Key(what) => write!(f, "wallet: {what}"),
             Error::Malformed(what) => write!(f, "malformed block proof: {what}"),
         }

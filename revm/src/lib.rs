@@ -132,7 +132,7 @@ mod wallet;
 pub use alloy_consensus as consensus;
 /// alloy's EIP types: withdrawals, requests, system contract addresses.
 pub use alloy_eips as eips;
-/// alloy's fork names and conditions, for [`Chain::with_forks`].
+/// alloy's fork names, for [`Chain::with_later_forks`].
 pub use alloy_hardforks as hardforks;
 /// The revm this crate is built on, for its types.
 pub use revm;

@@ -175,7 +175,11 @@ impl Source for WitnessSource<'_> {
 /// and blob gas are what the header must follow. Senders are recovered from
 /// the signatures here, not taken from the producer.
 ///
-/// Rejects, in this order: a header that does not follow the parent or
+/// What the consensus layer decides is taken as given: withdrawals (which
+/// credit any amount), the beacon root, prevrandao and the beneficiary.
+///
+/// Rejects, in this order: a block longer than Osaka allows
+/// ([`Error::BlockTooLarge`]), a header that does not follow the parent or
 /// whose transactions or withdrawals root is not its body's
 /// ([`Error::Header`]); a multi-proof that does not verify against the
 /// parent's state root ([`Error::Pagetrie`] with
@@ -194,6 +198,7 @@ pub fn verify_block(
     block: &Block,
     proof: &BlockProof,
 ) -> Result<BlockOutcome, Error> {
+    validate::check_size(chain, block)?;
     validate::check_before(chain, parent, block)?;
     let prev_root: Node = parent.state_root.0;
     let mut state = StateDb::new(WitnessSource::new(&prev_root, proof)?);

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use alloy_consensus::{Header, EMPTY_OMMER_ROOT_HASH};
+use alloy_eips::eip4844::DATA_GAS_PER_BLOB;
 use alloy_hardforks::EthereumHardforks;
 use revm::primitives::{B256, U256};
 
@@ -91,6 +92,14 @@ pub enum HeaderError {
         /// The header's.
         found: u64,
     },
+    /// Its blob gas used is more than a block may use, or not a whole
+    /// number of blobs.
+    BlobGasLimit {
+        /// The most a block may use.
+        max: u64,
+        /// The header's.
+        found: u64,
+    },
     /// Its blob gas used is not what re-execution used.
     BlobGasUsed {
         /// What re-execution used.
@@ -138,6 +147,9 @@ impl fmt::Display for HeaderError {
             HeaderError::LogsBloom => write!(f, "logs bloom is not the receipts' logs'"),
             HeaderError::GasUsed { expected, found } => {
                 write!(f, "gas used {found}, re-execution used {expected}")
+            }
+            HeaderError::BlobGasLimit { max, found } => {
+                write!(f, "blob gas used {found} is not whole blobs within {max}")
             }
             HeaderError::BlobGasUsed { expected, found } => {
                 write!(f, "blob gas used {found:?}, re-execution used {expected:?}")
@@ -199,14 +211,26 @@ pub(crate) fn check_before(
         });
     }
     check_fields(chain, block)?;
+    if let (Some(params), Some(used)) = (chain.blob_params(header.timestamp), header.blob_gas_used)
+    {
+        let max = params.max_blob_gas_per_block();
+        if used > max || !used.is_multiple_of(DATA_GAS_PER_BLOB) {
+            return Err(HeaderError::BlobGasLimit { max, found: used });
+        }
+    }
     let (transactions_root, withdrawals_root) = body_roots(&block.body);
     commitment(
         "transactions_root",
         transactions_root,
         header.transactions_root,
     )?;
-    if let (Some(expected), Some(found)) = (withdrawals_root, header.withdrawals_root) {
-        commitment("withdrawals_root", expected, found)?;
+    // check_fields made both present or both absent.
+    if withdrawals_root != header.withdrawals_root {
+        return Err(HeaderError::Commitment {
+            field: "withdrawals_root",
+            expected: withdrawals_root.unwrap_or_default(),
+            found: header.withdrawals_root.unwrap_or_default(),
+        });
     }
     Ok(())
 }
@@ -236,6 +260,13 @@ fn check_fields(chain: &Chain, block: &Block) -> Result<(), HeaderError> {
     )?;
     let prague = chain.is_prague_active_at_timestamp(at);
     present("requests_hash", prague, header.requests_hash.is_some())?;
+    let amsterdam = chain.is_amsterdam_active_at_timestamp(at);
+    present(
+        "block_access_list_hash",
+        amsterdam,
+        header.block_access_list_hash.is_some(),
+    )?;
+    present("slot_number", amsterdam, header.slot_number.is_some())?;
     if chain.is_paris_active_at_block(header.number) {
         present("difficulty", true, header.difficulty == U256::ZERO)?;
         present("nonce", true, header.nonce.is_zero())?;
@@ -271,8 +302,12 @@ pub(crate) fn check_after(expected: &Header, found: &Header) -> Result<(), Heade
     if found.logs_bloom != expected.logs_bloom {
         return Err(HeaderError::LogsBloom);
     }
-    if let (Some(expected), Some(found)) = (expected.requests_hash, found.requests_hash) {
-        commitment("requests_hash", expected, found)?;
+    if found.requests_hash != expected.requests_hash {
+        return Err(HeaderError::Commitment {
+            field: "requests_hash",
+            expected: expected.requests_hash.unwrap_or_default(),
+            found: found.requests_hash.unwrap_or_default(),
+        });
     }
     Ok(())
 }
@@ -286,4 +321,24 @@ fn commitment(field: &'static str, expected: B256, found: B256) -> Result<(), He
             found,
         }),
     }
+}
+
+/// The longest block Osaka allows, RLP-encoded (EIP-7934): 10 MiB less a
+/// 2 MiB margin for the beacon block around it.
+pub(crate) const MAX_BLOCK_SIZE: usize = 8_388_608;
+
+/// Refuses a block longer than Osaka allows, before any work that grows
+/// with its size (roots, signatures).
+pub(crate) fn check_size(chain: &Chain, block: &Block) -> Result<(), crate::Error> {
+    if !chain.is_osaka_active_at_timestamp(block.header.timestamp) {
+        return Ok(());
+    }
+    let size = alloy_rlp::Encodable::length(block);
+    if size > MAX_BLOCK_SIZE {
+        return Err(crate::Error::BlockTooLarge {
+            size,
+            max: MAX_BLOCK_SIZE,
+        });
+    }
+    Ok(())
 }

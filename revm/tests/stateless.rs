@@ -306,6 +306,42 @@ fn a_header_that_does_not_follow_its_parent_is_rejected() {
     );
 }
 
+/// The blob gas of one blob.
+const BLOB: u64 = 131_072;
+
+#[test]
+fn blob_gas_past_the_block_limit_or_not_in_whole_blobs_is_rejected() {
+    // Osaka: at most 9 blobs a block.
+    rejects(
+        |h| h.blob_gas_used = Some(10 * BLOB),
+        |e| matches!(e, HeaderError::BlobGasLimit { max, found } if *max == 9 * BLOB && *found == 10 * BLOB),
+    );
+    rejects(
+        |h| h.blob_gas_used = Some(1),
+        |e| matches!(e, HeaderError::BlobGasLimit { .. }),
+    );
+}
+
+#[test]
+fn fields_of_later_forks_and_an_oversized_block_are_rejected() {
+    rejects(
+        |h| h.slot_number = Some(1),
+        |e| matches!(e, HeaderError::Field("slot_number")),
+    );
+    rejects(
+        |h| h.block_access_list_hash = Some(B256::ZERO),
+        |e| matches!(e, HeaderError::Field("block_access_list_hash")),
+    );
+    // Refused by its size before anything else is looked at.
+    let mut p = proven_block();
+    p.block.header.extra_data = vec![0; 8 << 20].into();
+    let r = verify(&p);
+    assert!(
+        matches!(r, Err(Error::BlockTooLarge { max: 8_388_608, .. })),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn a_header_whose_execution_fields_are_not_re_executions_is_rejected() {
     rejects(
@@ -340,8 +376,13 @@ fn a_header_whose_execution_fields_are_not_re_executions_is_rejected() {
             )
         },
     );
+    // One blob more or less than re-execution used.
     rejects(
-        |h| h.blob_gas_used = Some(1),
+        |h| {
+            h.blob_gas_used = h
+                .blob_gas_used
+                .map(|u| if u == 0 { BLOB } else { u - BLOB })
+        },
         |e| matches!(e, HeaderError::BlobGasUsed { .. }),
     );
 }
