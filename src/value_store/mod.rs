@@ -79,6 +79,9 @@ enum Purpose {
     Load,
     /// A scan passing over: counted as lookups, not cached.
     Scan,
+    /// The cleaner reading the buckets it moves: neither counted, so the
+    /// cache's hit rate is the readers', nor cached.
+    Move,
 }
 
 /// A prefetch read of a bucket in flight: from which slot, as of which
@@ -214,7 +217,7 @@ impl ValueStore {
             .collect();
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
         // A load counts what it caches, once it knows the blocks current.
-        if purpose != Purpose::Load {
+        if matches!(purpose, Purpose::Lookup | Purpose::Scan) {
             self.counts
                 .count((slots.len() - missing.len()) as u64, missing.len() as u64);
         }
@@ -294,7 +297,7 @@ impl ValueStore {
             for (slot, (block, from_disk)) in slots.iter().zip(blocks) {
                 result = result.and_then(|()| {
                     let block = block?;
-                    if from_disk && purpose != Purpose::Scan {
+                    if from_disk && matches!(purpose, Purpose::Lookup | Purpose::Load) {
                         self.cache.put_bucket(*slot, block.clone());
                         if purpose == Purpose::Load {
                             self.counts.prefetched(1);

@@ -203,7 +203,7 @@ impl ValueStore {
             .into_iter()
             .filter(|slot| !freed.contains(slot))
             .collect();
-        let blocks = self.read_buckets(&wanted, Purpose::Scan)?;
+        let blocks = self.read_buckets(&wanted, Purpose::Move)?;
         for (slot, (block, _)) in wanted.into_iter().zip(blocks) {
             let block = block?;
             let entries: Vec<BucketEntry> = bucket::decode(&block)?;

@@ -217,3 +217,38 @@ fn a_bucket_written_over_learns_its_largest_key() {
         "{elsewhere} keys in buckets still unknown"
     );
 }
+
+/// The cleaner's reads of the buckets it moves are neither counted as
+/// lookups nor cached: the hit rate stays the readers'.
+#[test]
+fn the_cleaners_reads_count_as_no_lookup_and_fill_no_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, smallest) = bucketed(dir.path());
+    let (store, values) = open(dir.path());
+    let slots: Vec<u32> = {
+        let state = values.state.read();
+        smallest
+            .iter()
+            .take(4)
+            .filter_map(|k| state.dir.bucket_of(k).map(|(_, meta)| meta.slot))
+            .collect()
+    };
+    assert_eq!(slots.len(), 4);
+    let counts = values.cache_counts();
+    let disk = reads(&store);
+    let read = values
+        .read_buckets(&slots, super::super::Purpose::Move)
+        .unwrap();
+    assert!(read
+        .iter()
+        .all(|(block, from_disk)| block.is_ok() && *from_disk));
+    assert!(reads(&store) > disk);
+    assert_eq!(values.cache_counts(), counts);
+    assert!(slots.iter().all(|s| !values.cache.has_bucket(*s)));
+    // A reader's lookup of the same buckets is counted, as misses.
+    values
+        .read_buckets(&slots, super::super::Purpose::Lookup)
+        .unwrap();
+    let (hits, misses, _) = values.cache_counts();
+    assert_eq!((hits, misses), (counts.0, counts.1 + 4));
+}
