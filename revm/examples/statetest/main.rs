@@ -44,6 +44,9 @@ struct Args {
 #[derive(Default)]
 struct Tally {
     passed: u64,
+    /// Passed without reaching an engine: a transaction the test expects
+    /// refused that revm's test types could not even build.
+    refused_unbuilt: u64,
     failed: u64,
     skipped: u64,
     skipped_by: BTreeMap<String, u64>,
@@ -108,6 +111,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("  {n:>6}  {reason}");
         }
     }
+    println!(
+        "of the passed, {} expected a refusal and did not build (no engine ran them)",
+        tally.refused_unbuilt
+    );
     println!(
         "{} passed, {} failed, {} skipped",
         tally.passed, tally.failed, tally.skipped
@@ -202,6 +209,7 @@ fn run_cases(
                 // Refused as the test expects before reaching an engine.
                 Err(_) if test.expect_exception.is_some() => {
                     tally.passed += 1;
+                    tally.refused_unbuilt += 1;
                     continue;
                 }
                 Err(e) => {
