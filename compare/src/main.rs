@@ -1,21 +1,29 @@
 //! The transfer workload side by side: pagetrie and NOMT on the same
-//! accounts and transfers; after every workload the two roots must be equal,
+//! accounts and transfers; after every workload the roots must be equal,
 //! since both commit to the same trie. A crate of its own so that the
 //! library's build and tests never compile NOMT.
 //!
-//! Fair by default: NOMT is opened as its authors' benchmark opens it (three
-//! upper page levels read in at open) with its page cache shrunk so both
-//! hold as many trie pages in RAM (both budgets are printed;
-//! `--nomt-defaults` keeps NOMT's plain defaults), its hash table sized for
-//! the pages the trie will store at most half full; each database is built
-//! in a process of its own, and `--rounds` rounds of workloads alternate
-//! which engine goes first, each run a process that opens its database
-//! once (the open measured is the process's first), with each round and the
-//! medians shown. Before each run the engine's files are read through, so
-//! that a virtual disk keeping what was read lately serves both engines
-//! alike (`--no-prime` skips it), and the disk's lone read on them is
-//! probed before the open and after the last commit, beside the run's
-//! read latency.
+//! Fair by default, as a skeptical NOMT author would have it:
+//! - NOMT is opened as its authors' benchmark opens it (three upper page
+//!   levels read in at open) with its page cache shrunk so both hold as many
+//!   trie pages in RAM (both budgets are printed; `--nomt-defaults` keeps
+//!   NOMT's plain defaults), its hash table sized for the pages the trie
+//!   will store at most half full.
+//! - NOMT runs at its own default commit concurrency (1) and at pagetrie's
+//!   worker count, each on a database of its own; ratios are against the
+//!   faster.
+//! - NOMT's rollback is on, as deep as pagetrie's history, whenever
+//!   pagetrie keeps one (`--history 0` turns both off).
+//! - Each database is built in a process of its own; `--rounds` rounds
+//!   (4 by default) alternate the order, each run a process that opens its
+//!   database once (the open measured is the process's first); each round,
+//!   the medians and their spread are shown.
+//! - Every round runs both disk states: primed (each engine's files read
+//!   through before its run, so a virtual disk keeping what was read lately
+//!   serves both alike) and cold (an unrelated file read first, so neither
+//!   database's blocks were touched lately). The disk's lone read on each
+//!   engine's files is probed before the open and after the last commit
+//!   (median, mean, 90th percentile), beside the run's read latency.
 //!
 //! ```sh
 //! cargo run --release -p pagetrie-compare                      # both at 2^20, with ratios
@@ -34,7 +42,7 @@ mod versions;
 mod workload;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use clap::{Parser, ValueEnum};
@@ -51,6 +59,14 @@ enum Engine {
     Both,
 }
 
+/// What the disk has served lately when a run starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DiskState {
+    Primed,
+    Cold,
+    AsIs,
+}
+
 /// The transfer workload on pagetrie, NOMT or both, with their ratios.
 #[derive(Parser, Clone, Debug)]
 struct Args {
@@ -61,9 +77,9 @@ struct Args {
     engine: Engine,
     /// With both engines: rounds of `--workloads` each, every run in a
     /// process of its own that opens the database anew, the engines
-    /// alternating (pagetrie, NOMT, NOMT, pagetrie, ...); the table shows
-    /// each round and the medians.
-    #[arg(long, default_value_t = 3)]
+    /// alternating (pagetrie first in odd rounds, last in even ones); the
+    /// table shows each round and the medians with their spread.
+    #[arg(long, default_value_t = 4)]
     rounds: usize,
     /// NOMT with its plain defaults (two upper page levels, none read in at
     /// open, the page cache at `--page-cache-mib`) instead of as its
@@ -71,14 +87,25 @@ struct Args {
     /// the page cache shrunk so both engines hold as many trie pages in RAM).
     #[arg(long)]
     nomt_defaults: bool,
-    /// With both engines: do not pass `--read-through` to the rounds' runs,
-    /// which read their engine's files through before the open. That evens
-    /// out a virtual disk answering data read or written lately several
-    /// times faster than the rest (here 90 against 260 us a 4 KiB read, on
-    /// one engine's files and the other's at the same minute), which
-    /// otherwise favours whichever engine wrote or read last.
-    #[arg(long)]
-    no_prime: bool,
+    /// NOMT's commit concurrency, comma separated: with both engines each
+    /// round runs NOMT once at each, and the ratios are against the faster
+    /// (by median workload). Default: NOMT's own default, 1, and pagetrie's
+    /// `--workers`. With `--engine nomt`, the first.
+    #[arg(long, value_delimiter = ',')]
+    nomt_commit_concurrency: Vec<usize>,
+    /// With both engines: the disk states each round runs both engines in,
+    /// comma separated. `primed` reads each engine's files through before
+    /// its run: a virtual disk answering data read or written lately
+    /// several times faster than the rest (here 90 against 260 us a 4 KiB
+    /// read) then serves both alike. `cold` first reads `--evict-gib` of a
+    /// file of its own, so that neither database's blocks were touched
+    /// lately. `as-is` does neither, favouring whichever engine ran last.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "primed,cold")]
+    disk: Vec<DiskState>,
+    /// The unrelated reads before a `cold` run, in GiB (a file under
+    /// `--dir`, written once).
+    #[arg(long, default_value_t = 16)]
+    evict_gib: u64,
     /// Internal: workloads the database will see in all, for sizing NOMT's
     /// hash table when it is built by a run of fewer.
     #[arg(long, hide = true)]
@@ -91,7 +118,9 @@ fn main() -> Result<(), BoxError> {
         engine,
         rounds,
         nomt_defaults,
-        no_prime,
+        nomt_commit_concurrency,
+        disk,
+        evict_gib,
         nomt_total_workloads,
     } = Args::parse();
     if args.hold_snapshot && engine != Engine::Pagetrie {
@@ -104,12 +133,28 @@ fn main() -> Result<(), BoxError> {
     if args.versions && engine != Engine::Pagetrie {
         return Err("--versions measures pagetrie's history (--engine pagetrie)".into());
     }
+    let mut concurrency = nomt_commit_concurrency;
+    if concurrency.is_empty() {
+        concurrency = vec![1, args.workers];
+    }
+    concurrency.dedup();
+    if concurrency.contains(&0) {
+        return Err("NOMT's commit concurrency is at least 1".into());
+    }
     if engine == Engine::Both {
-        return both(&args, rounds.max(1), nomt_defaults, !no_prime);
+        let plan = Plan {
+            rounds: rounds.max(1),
+            plain: nomt_defaults,
+            concurrency,
+            disk,
+            evict_gib,
+        };
+        return both(&args, &plan);
     }
     if engine == Engine::Nomt {
         let (dir, _temp) = harness::database_dir(&args)?;
-        let run = run_nomt(&args, &dir, nomt_defaults, total)?;
+        let settings = nomt_settings(&args, nomt_defaults, total, concurrency[0]);
+        let run = run_nomt(&args, &dir, &settings)?;
         return harness::report(&args, engine_name(engine), &run);
     }
     let (dir, _temp) = harness::database_dir(&args)?;
@@ -119,8 +164,15 @@ fn main() -> Result<(), BoxError> {
 
 /// NOMT's settings for this run: as its authors' benchmark opens it, with
 /// its page cache sized so it holds as many trie pages in RAM as pagetrie,
-/// or (`plain`) its defaults; its hash table sized for `workloads` in all.
-fn nomt_settings(args: &RunArgs, plain: bool, workloads: usize) -> NomtSettings {
+/// or (`plain`) its defaults; its hash table sized for `workloads` in all;
+/// its rollback on, as deep as pagetrie's history, whenever pagetrie keeps
+/// one, so both carry the cost of going back.
+fn nomt_settings(
+    args: &RunArgs,
+    plain: bool,
+    workloads: usize,
+    commit_concurrency: usize,
+) -> NomtSettings {
     // Every account the runs may create, so the hash table never fills.
     let fresh = (workloads * args.transfers) as u64 * args.fresh / 100;
     let keys = (1u64 << args.accounts_log2) + fresh;
@@ -138,13 +190,14 @@ fn nomt_settings(args: &RunArgs, plain: bool, workloads: usize) -> NomtSettings 
         ),
     };
     NomtSettings {
-        commit_concurrency: args.workers,
+        commit_concurrency,
         page_cache_mib,
         leaf_cache_mib: args.value_cache_mib,
         warm_up: args.lookahead > 0,
         upper_levels,
         prepopulate,
         buckets: nomt_engine::buckets_for(keys),
+        rollback: u32::try_from(args.history).unwrap_or(u32::MAX),
     }
 }
 
@@ -154,16 +207,20 @@ fn engine_name(engine: Engine) -> &'static str {
         _ => "pagetrie",
     }
 }
-fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run, BoxError> {
-    let settings = nomt_settings(args, plain, total);
+fn run_nomt(args: &RunArgs, dir: &Path, settings: &NomtSettings) -> Result<Run, BoxError> {
     if !args.json {
         eprintln!(
-            "nomt: {} upper page levels{} ({:.0} MiB beyond pagetrie's pinned ones), page cache {} MiB, {} hash-table buckets",
+            "nomt: {} upper page levels{} ({:.0} MiB beyond pagetrie's pinned ones), page cache {} MiB, {} hash-table buckets, commit concurrency {}, rollback {}",
             settings.upper_levels,
             if settings.prepopulate { " read in at open" } else { "" },
             nomt_engine::upper_levels_mib(1 << args.accounts_log2, settings.upper_levels),
             settings.page_cache_mib,
-            settings.buckets
+            settings.buckets,
+            settings.commit_concurrency,
+            match settings.rollback {
+                0 => "off".to_string(),
+                n => format!("on ({n} commits)"),
+            }
         );
     }
     let quiet = args.json;
@@ -171,7 +228,7 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
     let read_through = harness::read_through(args, &db_dir)?;
     let mut disk_before = probe::disk_read_latency(&db_dir, probe::READS);
     let (db, mut accounts, import, open) =
-        nomt_engine::open_or_fill(dir, args.accounts_log2, &settings, |done, total| {
+        nomt_engine::open_or_fill(dir, args.accounts_log2, settings, |done, total| {
             if !quiet {
                 let line = bar(done as f64 / total as f64, &format!("{done}/{total}"));
                 eprint!("\rfill by commits: {line}   ");
@@ -209,11 +266,51 @@ fn run_nomt(args: &RunArgs, dir: &Path, plain: bool, total: usize) -> Result<Run
         opened_from_catalog: None,
     })
 }
-/// Builds each engine's database in a process of its own, then runs
-/// `rounds` rounds of the workloads, each engine's in a process of its own,
-/// alternating which goes first; checks the roots agree after every
-/// workload and prints each round, the medians and the ratios.
-fn both(args: &RunArgs, rounds: usize, plain: bool, prime: bool) -> Result<(), BoxError> {
+/// How [`both`] runs its rounds.
+struct Plan {
+    rounds: usize,
+    /// NOMT's plain defaults instead of its authors' benchmark's settings.
+    plain: bool,
+    /// NOMT's commit concurrencies, one database and one run a round each.
+    concurrency: Vec<usize>,
+    disk: Vec<DiskState>,
+    evict_gib: u64,
+}
+
+/// One database a round runs: pagetrie's, or NOMT's at a commit concurrency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Contender {
+    Pagetrie,
+    Nomt(usize),
+}
+
+impl Contender {
+    fn name(self) -> String {
+        match self {
+            Contender::Pagetrie => "pagetrie".into(),
+            Contender::Nomt(c) => format!("nomt c={c}"),
+        }
+    }
+
+    /// The directory its run gets: pagetrie's and the first NOMT's are
+    /// `dir` itself (so a directory built before is reused); each other
+    /// concurrency's NOMT a copy of the first's.
+    fn dir(self, dir: &Path, first: usize) -> PathBuf {
+        match self {
+            Contender::Nomt(c) if c != first => dir.join(format!("nomt-commit-concurrency-{c}")),
+            _ => dir.to_path_buf(),
+        }
+    }
+}
+
+/// Builds pagetrie's and NOMT's databases, each in a process of its own
+/// (NOMT's once, copied for each further commit concurrency), then runs
+/// `plan.rounds` rounds: in each, for each disk state, every database runs
+/// the workloads in a process of its own, the order alternating from round
+/// to round. Checks the roots agree after every workload and prints, per
+/// disk state, each round, the medians with their spread and the ratios
+/// against the faster NOMT.
+fn both(args: &RunArgs, plan: &Plan) -> Result<(), BoxError> {
     let temp = tempfile::Builder::new()
         .prefix("pagetrie-transfer-")
         .tempdir()?;
@@ -221,93 +318,162 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, prime: bool) -> Result<(), B
         .dir
         .clone()
         .unwrap_or_else(|| temp.path().to_path_buf());
-    let settings = nomt_settings(args, plain, rounds * args.workloads);
+    let runs_each = plan.rounds * plan.disk.len();
+    let total = runs_each * args.workloads;
+    let first = plan.concurrency[0];
+    let settings = nomt_settings(args, plan.plain, total, first);
     let keys = 1u64 << args.accounts_log2;
     let budgets = format!(
-        "trie pages in RAM: pagetrie {} MiB cache + 3 pinned levels; nomt {} MiB cache + {} upper levels ({:.0} MiB beyond pagetrie's pinned ones){}",
+        "trie pages in RAM: pagetrie {} MiB cache + 3 pinned levels; nomt {} MiB cache + {} upper levels ({:.0} MiB beyond pagetrie's pinned ones){}; history: pagetrie {} commits, nomt rollback {}",
         args.page_cache_mib,
         settings.page_cache_mib,
         settings.upper_levels,
         nomt_engine::upper_levels_mib(keys, settings.upper_levels),
-        if plain { ", NOMT's plain defaults" } else { ", as NOMT's authors' benchmark opens it" }
+        if plan.plain { ", NOMT's plain defaults" } else { ", as NOMT's authors' benchmark opens it" },
+        args.history,
+        match settings.rollback {
+            0 => "off".to_string(),
+            n => format!("on ({n} commits)"),
+        }
     );
     eprintln!("{budgets}");
+    let contenders: Vec<Contender> = std::iter::once(Contender::Pagetrie)
+        .chain(plan.concurrency.iter().map(|&c| Contender::Nomt(c)))
+        .collect();
     // The builds, apart: a process's peak RSS then counts only workloads.
     let mut built = Vec::new();
-    for engine in [Engine::Pagetrie, Engine::Nomt] {
-        eprintln!("building {}...", engine_name(engine));
-        built.push(child(
-            args,
-            engine,
-            &dir,
-            0,
-            plain,
-            rounds * args.workloads,
-        )?);
+    for &who in &contenders[..2] {
+        eprintln!("building {}...", who.name());
+        built.push(child(args, who, &who.dir(&dir, first), 0, plan.plain, total)?);
     }
-    let round_args = RunArgs {
-        read_through: prime || args.read_through,
-        ..args.clone()
-    };
-    let mut runs: [Vec<Value>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..rounds {
-        let order = match round % 2 {
-            0 => [Engine::Pagetrie, Engine::Nomt],
-            _ => [Engine::Nomt, Engine::Pagetrie],
-        };
-        for engine in order {
-            eprintln!("round {}: {}...", round + 1, engine_name(engine));
-            let summary = child(
-                &round_args,
-                engine,
-                &dir,
-                args.workloads,
-                plain,
-                rounds * args.workloads,
-            )?;
-            runs[(engine == Engine::Nomt) as usize].push(summary);
-        }
-        let (p, n) = (&runs[0][round], &runs[1][round]);
-        let disagree = p["initial_root"] != n["initial_root"] || p["roots"] != n["roots"];
-        if disagree {
-            return Err(format!(
-                "ROOT MISMATCH in round {}: pagetrie and NOMT disagree (initial {} vs {}); a reused --dir must hold the same state for both",
-                round + 1, p["initial_root"], n["initial_root"]
-            )
-            .into());
+    for &who in &contenders[2..] {
+        let to = who.dir(&dir, first);
+        if !to.join("nomt").exists() {
+            eprintln!("copying NOMT's database for {}...", who.name());
+            let (db, state) = nomt_engine::paths(&dir);
+            let (to_db, to_state) = nomt_engine::paths(&to);
+            copy_tree(&db, &to_db)?;
+            std::fs::copy(state, to_state)?;
         }
     }
-    let mut medians = [median(&runs[0]), median(&runs[1])];
-    for (m, b) in medians.iter_mut().zip(&built) {
-        m["import_s"] = b["import_s"].clone();
-        m["import_peak_rss_bytes"] = b["import_peak_rss_bytes"].clone();
+    let evict = dir.join("evict");
+    if plan.disk.contains(&DiskState::Cold) {
+        evict_file(&evict, plan.evict_gib)?;
+    }
+    // runs[state][contender]: one summary a round.
+    let mut runs = vec![vec![Vec::new(); contenders.len()]; plan.disk.len()];
+    for round in 0..plan.rounds {
+        let mut order: Vec<usize> = (0..contenders.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for (s, &state) in plan.disk.iter().enumerate() {
+            let round_args = RunArgs {
+                read_through: state == DiskState::Primed || args.read_through,
+                ..args.clone()
+            };
+            for &i in &order {
+                let who = contenders[i];
+                if state == DiskState::Cold {
+                    let bytes = probe::read_through(&evict)?;
+                    eprintln!("evicted: read {} GiB of an unrelated file", bytes >> 30);
+                }
+                eprintln!("round {} ({state:?}): {}...", round + 1, who.name());
+                let at = who.dir(&dir, first);
+                let summary = child(&round_args, who, &at, args.workloads, plan.plain, total)?;
+                runs[s][i].push(summary);
+            }
+            let p = &runs[s][0][round];
+            for (i, r) in runs[s].iter().enumerate().skip(1) {
+                let n = &r[round];
+                if p["initial_root"] != n["initial_root"] || p["roots"] != n["roots"] {
+                    return Err(format!(
+                        "ROOT MISMATCH in round {} ({state:?}): pagetrie and {} disagree (initial {} vs {}); a reused --dir must hold the same state for all",
+                        round + 1, contenders[i].name(), p["initial_root"], n["initial_root"]
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    let mut report = Vec::new();
+    for (s, state) in plan.disk.iter().enumerate() {
+        let mut medians: Vec<Value> = runs[s].iter().map(|r| median(r)).collect();
+        for (m, b) in medians.iter_mut().zip(built.iter().chain(std::iter::repeat(&built[1]))) {
+            m["import_s"] = b["import_s"].clone();
+            m["import_peak_rss_bytes"] = b["import_peak_rss_bytes"].clone();
+        }
+        report.push((*state, medians));
     }
     if args.json {
-        println!(
-            "{}",
-            json!({ "pagetrie": medians[0], "nomt": medians[1], "rounds": { "pagetrie": runs[0], "nomt": runs[1] }, "budgets": budgets })
-        );
+        let states: Vec<Value> = report
+            .iter()
+            .zip(&runs)
+            .map(|((state, medians), rounds)| {
+                let names: Vec<String> = contenders.iter().map(|c| c.name()).collect();
+                json!({ "disk": format!("{state:?}"), "contenders": names, "medians": medians, "rounds": rounds })
+            })
+            .collect();
+        println!("{}", json!({ "states": states, "budgets": budgets }));
         return Ok(());
     }
     println!("{budgets}");
-    println!("  round  first     pagetrie workload / commit     nomt workload / commit     ratios");
-    for (round, (p, n)) in runs[0].iter().zip(&runs[1]).enumerate() {
-        let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    for ((state, medians), rounds) in report.iter().zip(&runs) {
+        print_state(args, *state, &contenders, medians, rounds);
+    }
+    Ok(())
+}
+
+/// One disk state's figures: each round, the medians (pagetrie against the
+/// faster NOMT, by median workload) and each contender's spread.
+fn print_state(
+    args: &RunArgs,
+    state: DiskState,
+    contenders: &[Contender],
+    medians: &[Value],
+    rounds: &[Vec<Value>],
+) {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    println!("\ndisk {state:?}: workload / commit_and_prove (ms), each round");
+    for round in 0..rounds[0].len() {
+        let mut line = format!("  round {:>2}:", round + 1);
+        for (who, r) in contenders.iter().zip(rounds) {
+            line += &format!(
+                "  {} {:.0} / {:.0}",
+                who.name(),
+                f(&r[round], "mean_workload_ms"),
+                f(&r[round], "mean_commit_and_prove_ms")
+            );
+        }
+        println!("{line}");
+    }
+    let faster = (1..contenders.len())
+        .min_by(|&a, &b| {
+            f(&medians[a], "mean_workload_ms").total_cmp(&f(&medians[b], "mean_workload_ms"))
+        })
+        .unwrap_or(1);
+    println!(
+        "medians of {} rounds (each a process that opened its database anew), pagetrie against the faster NOMT ({}):",
+        rounds[0].len(),
+        contenders[faster].name()
+    );
+    table(args, &[("pagetrie", &medians[0]), ("nomt", &medians[faster])]);
+    println!("  spread over the rounds (min to max):");
+    for (who, r) in contenders.iter().zip(rounds) {
+        let spread = |k: &str| {
+            let xs: Vec<f64> = r.iter().map(|v| f(v, k)).collect();
+            let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!("{lo:.0} to {hi:.0}")
+        };
         println!(
-            "  {:>5}  {:<8}  {:>9.0} / {:>6.0} ms           {:>9.0} / {:>6.0} ms       {:.2}x / {:.2}x",
-            round + 1,
-            if round % 2 == 0 { "pagetrie" } else { "nomt" },
-            f(p, "mean_workload_ms"),
-            f(p, "mean_commit_and_prove_ms"),
-            f(n, "mean_workload_ms"),
-            f(n, "mean_commit_and_prove_ms"),
-            f(p, "mean_workload_ms") / f(n, "mean_workload_ms").max(1e-9),
-            f(p, "mean_commit_and_prove_ms") / f(n, "mean_commit_and_prove_ms").max(1e-9),
+            "    {:<12} workload {} ms, commit {} ms, read {} ns",
+            who.name(),
+            spread("mean_workload_ms"),
+            spread("mean_commit_and_prove_ms"),
+            spread("mean_read_ns")
         );
     }
-    println!("medians of {rounds} rounds (each a process that opened the database anew):");
-    table(args, &[("pagetrie", &medians[0]), ("nomt", &medians[1])]);
-    // Execution threads own disjoint accounts, so roots agree at any count.
     println!(
         "  roots: equal after all {} workloads of every round ({})",
         args.workloads,
@@ -317,7 +483,50 @@ fn both(args: &RunArgs, rounds: usize, plain: bool, prime: bool) -> Result<(), B
             .and_then(Value::as_str)
             .unwrap_or("none")
     );
+}
+
+/// Copies the directory tree `from` to `to`.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
     Ok(())
+}
+
+/// Writes `dir/evict.bin`, `gib` GiB of bytes no engine reads, unless it
+/// is there at that size: reading it through before a cold run pushes the
+/// engines' blocks out of whatever the virtual disk keeps of what it
+/// served lately.
+fn evict_file(dir: &Path, gib: u64) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = dir.join("evict.bin");
+    let len = gib << 30;
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == len) {
+        return Ok(());
+    }
+    eprintln!("writing {gib} GiB to evict with...");
+    std::fs::create_dir_all(dir)?;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    // Not zeros, which a host might store as holes.
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..(len >> 20) {
+        for word in chunk.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            word.copy_from_slice(&x.to_le_bytes());
+        }
+        file.write_all(&chunk)?;
+    }
+    file.into_inner().map_err(|e| e.into_error())?.sync_all()
 }
 
 /// Each numeric field's median over `runs`; other fields from the last run.
@@ -339,16 +548,20 @@ fn median(runs: &[Value]) -> Value {
     out
 }
 
-/// Runs this program with `engine`, `workloads` workloads and `--json`;
-/// returns its summary.
+/// Runs this program for `who` on its directory `dir` with `workloads`
+/// workloads and `--json`; returns its summary.
 fn child(
     args: &RunArgs,
-    engine: Engine,
+    who: Contender,
     dir: &Path,
     workloads: usize,
     plain: bool,
     total: usize,
 ) -> Result<Value, BoxError> {
+    let (engine, concurrency) = match who {
+        Contender::Pagetrie => (Engine::Pagetrie, 1),
+        Contender::Nomt(c) => (Engine::Nomt, c),
+    };
     let mut command = Command::new(std::env::current_exe()?);
     command
         .args(["--engine", engine_name(engine), "--json"])
@@ -357,6 +570,7 @@ fn child(
         .args(["--transfers", &args.transfers.to_string()])
         .args(["--fresh", &args.fresh.to_string()])
         .args(["--workers", &args.workers.to_string()])
+        .args(["--nomt-commit-concurrency", &concurrency.to_string()])
         .args(["--threads", &args.threads.to_string()])
         .args(["--lookahead", &args.lookahead.to_string()])
         .args(["--page-cache-mib", &args.page_cache_mib.to_string()])
@@ -369,6 +583,10 @@ fn child(
         .args(["--nomt-total-workloads", &total.to_string()])
         .args(args.warm_at_open.then_some("--warm-at-open"))
         .args(args.read_through.then_some("--read-through"))
+        .args(
+            args.spare_space_percent
+                .map(|p| format!("--spare-space-percent={p}")),
+        )
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped());
@@ -406,7 +624,7 @@ fn child(
     eprintln!();
     let status = child.wait()?;
     if !status.success() {
-        return Err(format!("the {} run failed: {status}", engine_name(engine)).into());
+        return Err(format!("the {} run failed: {status}", who.name()).into());
     }
     summary.ok_or_else(|| "no summary from the child".into())
 }

@@ -31,6 +31,8 @@ pub struct NomtSettings {
     pub prepopulate: bool,
     /// Hash-table buckets, used when the database is created.
     pub buckets: u32,
+    /// Commits NOMT can roll back (its rollback log); 0 turns it off.
+    pub rollback: u32,
 }
 
 /// Pages the authors' benchmark keeps in RAM for good: three levels below
@@ -112,6 +114,10 @@ fn open(path: &Path, s: &NomtSettings) -> Result<Db, BoxError> {
     o.prepopulate_page_cache(s.prepopulate);
     o.warm_up(s.warm_up);
     o.hashtable_buckets(s.buckets);
+    o.rollback(s.rollback > 0);
+    if s.rollback > 0 {
+        o.max_rollback_log_len(s.rollback);
+    }
     Ok(Nomt::open(o)?)
 }
 

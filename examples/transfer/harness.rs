@@ -122,7 +122,7 @@ pub struct Run {
     pub peak_rss: u64,
     /// The disk's read latency on the database's files before the open
     /// (after a build) and after the last commit ([`probe`]).
-    pub disk_read: [Option<Duration>; 2],
+    pub disk_read: [Option<probe::Latency>; 2],
     /// Bytes `--read-through` read before the open, and how long it took.
     pub read_through: Option<(u64, Duration)>,
     /// pagetrie only.
@@ -391,7 +391,7 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
     let only_pagetrie = |v: Value| if pagetrie { v } else { Value::Null };
     let (lookups, loads) = (sum(&|r| r.page_lookups), sum(&|r| r.page_loads));
     let (bucket_lookups, bucket_loads) = (sum(&|r| r.bucket_lookups), sum(&|r| r.bucket_loads));
-    json!({
+    let mut summary = json!({
         "engine": if pagetrie { "pagetrie" } else { "nomt" },
         "accounts_log2": args.accounts_log2,
         "workloads": runs.len(),
@@ -415,6 +415,7 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "os_write_bytes_per_workload": sum(&|r| r.os_write_bytes) as f64 / n,
         "os_write_bytes_per_update": sum(&|r| r.os_write_bytes) as f64 / updates,
         "blocks_moved_per_workload": only_pagetrie(json!(sum(&|r| r.blocks_moved) as f64 / n)),
+        "blocks_per_write_run": only_pagetrie(json!(sum(&|r| r.blocks_written) as f64 / sum(&|r| r.write_runs).max(1) as f64)),
         "bytes_written_per_workload": only_pagetrie(json!(sum(&|r| r.bytes_written) as f64 / n)),
         "witness_bytes_per_workload": only_pagetrie(json!(sum(&|r| r.witness_bytes) as f64 / n)),
         // A page or bucket read ahead of its lookup counts as a miss of it.
@@ -423,8 +424,6 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "db_bytes": run.db_bytes,
         "db_bytes_per_account": run.db_bytes as f64 / (1u64 << args.accounts_log2) as f64,
         "peak_rss_bytes": run.peak_rss,
-        "disk_read_before_ns": run.disk_read[0].map(|d| d.as_nanos() as f64),
-        "disk_read_after_ns": run.disk_read[1].map(|d| d.as_nanos() as f64),
         "read_through_bytes": run.read_through.map(|(b, _)| b),
         "read_through_s": run.read_through.map(|(_, t)| t.as_secs_f64()),
         "import_s": run.import.map(|d| d.as_secs_f64()),
@@ -434,7 +433,18 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "opened_from_catalog": run.opened_from_catalog,
         "history": only_pagetrie(json!(args.history)),
         "versions": run.versions,
-    })
+    });
+    // The probes' figures; beside the fields above they pass json!'s
+    // recursion limit.
+    for (when, probe) in ["before", "after"].into_iter().zip(&run.disk_read) {
+        let stats: [(&str, fn(&probe::Latency) -> Duration); 3] =
+            [("", |l| l.median), ("_mean", |l| l.mean), ("_p90", |l| l.p90)];
+        for (suffix, pick) in stats {
+            summary[format!("disk_read_{when}{suffix}_ns")] =
+                json!(probe.as_ref().map(|l| pick(l).as_nanos() as f64));
+        }
+    }
+    summary
 }
 
 /// One table row: a label and how to show a summary's field.
@@ -482,8 +492,28 @@ const ROWS: &[Row] = &[
         unit: Unit::Ns,
     },
     Row {
+        label: "  disk mean before the open",
+        field: "disk_read_before_mean_ns",
+        unit: Unit::Ns,
+    },
+    Row {
+        label: "  disk p90 before the open",
+        field: "disk_read_before_p90_ns",
+        unit: Unit::Ns,
+    },
+    Row {
         label: "  disk p50 after the last commit",
         field: "disk_read_after_ns",
+        unit: Unit::Ns,
+    },
+    Row {
+        label: "  disk mean after the last commit",
+        field: "disk_read_after_mean_ns",
+        unit: Unit::Ns,
+    },
+    Row {
+        label: "  disk p90 after the last commit",
+        field: "disk_read_after_p90_ns",
         unit: Unit::Ns,
     },
     Row {
@@ -539,6 +569,11 @@ const ROWS: &[Row] = &[
     Row {
         label: "blocks the cleaner moved per workload",
         field: "blocks_moved_per_workload",
+        unit: Unit::Ratio,
+    },
+    Row {
+        label: "blocks per run of consecutive writes",
+        field: "blocks_per_write_run",
         unit: Unit::Ratio,
     },
     Row {

@@ -1,6 +1,7 @@
 //! The disk's read latency on the database's own files, taken before a
 //! run opens its database and after its last commit: lone 4 KiB direct
-//! reads at random written offsets, one at a time, their median.
+//! reads at random written offsets, one at a time, their median, mean and
+//! 90th percentile.
 //!
 //! A figure from `fio` on a small test file says little about a large file on
 //! a virtual disk: the host may answer blocks written or read lately several
@@ -62,11 +63,19 @@ pub fn read_through(dir: &Path) -> std::io::Result<u64> {
     Ok(total)
 }
 
-/// Median latency of `reads` lone direct 4 KiB reads of written blocks
-/// spread over the files under `dir` in proportion to their size; `None`
-/// where there are no such files, they are in RAM (tmpfs), or no read
-/// succeeded.
-pub fn disk_read_latency(dir: &Path, reads: usize) -> Option<Duration> {
+/// Latencies of a probe's reads: the median alone hides a disk that answers
+/// most reads fast and some very slowly.
+#[derive(Clone, Copy, Debug)]
+pub struct Latency {
+    pub median: Duration,
+    pub mean: Duration,
+    pub p90: Duration,
+}
+
+/// Latencies of `reads` lone direct 4 KiB reads of written blocks spread
+/// over the files under `dir` in proportion to their size; `None` where
+/// there are no such files, they are in RAM (tmpfs), or no read succeeded.
+pub fn disk_read_latency(dir: &Path, reads: usize) -> Option<Latency> {
     let files: Vec<(File, u64)> = data_files(dir)
         .into_iter()
         .filter_map(|(path, len)| Some((open_direct(&path).ok()?, len / BLOCK)))
@@ -103,7 +112,12 @@ pub fn disk_read_latency(dir: &Path, reads: usize) -> Option<Duration> {
         }
     }
     took.sort_unstable();
-    took.get(took.len() / 2).copied()
+    let n = took.len() as u32;
+    Some(Latency {
+        median: *took.get(took.len() / 2)?,
+        mean: took.iter().sum::<Duration>() / n,
+        p90: *took.get(took.len() * 9 / 10)?,
+    })
 }
 
 /// `path` opened for direct reads, past the OS's cache.

@@ -160,6 +160,9 @@ pub struct WorkloadStats {
     pub bytes_written: u64,
     /// Pages and buckets the cleaner moved.
     pub blocks_moved: u64,
+    /// Blocks written and the runs of consecutive blocks they formed.
+    pub blocks_written: u64,
+    pub write_runs: u64,
     /// Page lookups, and pages read from disk (by lookups or the prefetcher).
     pub page_lookups: u64,
     pub page_loads: u64,
@@ -306,6 +309,8 @@ fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
     stats.ssd_reads = after.reads_issued - before.reads_issued;
     stats.bytes_written = after.bytes_written - before.bytes_written;
     stats.blocks_moved = after.blocks_moved - before.blocks_moved;
+    stats.blocks_written = after.writes_issued - before.writes_issued;
+    stats.write_runs = after.write_runs - before.write_runs;
     let misses = after.page_cache_misses - before.page_cache_misses;
     stats.page_lookups = after.page_cache_hits - before.page_cache_hits + misses;
     stats.page_loads = misses + (after.pages_prefetched - before.pages_prefetched);

@@ -12,6 +12,10 @@ pub struct Metrics {
     pub writes_issued: u64,
     /// Bytes written to the disk.
     pub bytes_written: u64,
+    /// Runs of consecutive blocks those writes formed as they were handed
+    /// to the disk: `writes_issued / write_runs` is the mean run, the
+    /// length the disk may take as one request.
+    pub write_runs: u64,
     /// Page lookups answered from RAM.
     pub page_cache_hits: u64,
     /// Page lookups that read the disk.

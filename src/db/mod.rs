@@ -277,6 +277,7 @@ impl Db {
             reads_issued: io.counters.reads.load(Ordering::Relaxed),
             writes_issued: writes,
             bytes_written: writes * PAGE_SIZE as u64,
+            write_runs: io.counters.write_runs.load(Ordering::Relaxed),
             page_cache_hits: page_hits,
             page_cache_misses: page_misses,
             pages_prefetched,

@@ -199,6 +199,9 @@ impl Job {
 pub(crate) struct IoCounters {
     pub(crate) reads: AtomicU64,
     pub(crate) writes: AtomicU64,
+    /// Runs the writes form: a write to the block after the one the job
+    /// before it (in one [`Io::start_all`]) wrote continues that run.
+    pub(crate) write_runs: AtomicU64,
     /// Jobs an engine has started and not yet finished: while there are
     /// any, its thread needs a CPU to finish them.
     active: AtomicUsize,
@@ -364,8 +367,17 @@ impl Io {
         let (tx, rx) = crossbeam_channel::unbounded();
         // Each job's file and direction, to say where a failure was.
         let mut what = Vec::new();
+        let mut after: Option<(Arc<DataFile>, u64)> = None;
+        let mut runs = 0;
         for (file, offset, moved) in jobs {
             let transfer = moved.into_transfer();
+            if transfer.op() == Op::Write {
+                let goes_on = after
+                    .as_ref()
+                    .is_some_and(|(f, end)| Arc::ptr_eq(f, &file) && *end == offset);
+                runs += u64::from(!goes_on);
+                after = Some((file.clone(), offset + BLOCK_SIZE as u64));
+            }
             what.push((file.clone(), transfer.op()));
             self.submit(Job {
                 file,
@@ -375,6 +387,7 @@ impl Io {
                 reply: tx.clone(),
             });
         }
+        self.counters.write_runs.fetch_add(runs, Ordering::Relaxed);
         Pending {
             rx,
             what,
