@@ -344,7 +344,14 @@ fn both(args: &RunArgs, plan: &Plan) -> Result<(), BoxError> {
     let mut built = Vec::new();
     for &who in &contenders[..2] {
         eprintln!("building {}...", who.name());
-        built.push(child(args, who, &who.dir(&dir, first), 0, plan.plain, total)?);
+        built.push(child(
+            args,
+            who,
+            &who.dir(&dir, first),
+            0,
+            plan.plain,
+            total,
+        )?);
     }
     for &who in &contenders[2..] {
         let to = who.dir(&dir, first);
@@ -399,7 +406,10 @@ fn both(args: &RunArgs, plan: &Plan) -> Result<(), BoxError> {
     let mut report = Vec::new();
     for (s, state) in plan.disk.iter().enumerate() {
         let mut medians: Vec<Value> = runs[s].iter().map(|r| median(r)).collect();
-        for (m, b) in medians.iter_mut().zip(built.iter().chain(std::iter::repeat(&built[1]))) {
+        for (m, b) in medians
+            .iter_mut()
+            .zip(built.iter().chain(std::iter::repeat(&built[1])))
+        {
             m["import_s"] = b["import_s"].clone();
             m["import_peak_rss_bytes"] = b["import_peak_rss_bytes"].clone();
         }
@@ -457,7 +467,10 @@ fn print_state(
         rounds[0].len(),
         contenders[faster].name()
     );
-    table(args, &[("pagetrie", &medians[0]), ("nomt", &medians[faster])]);
+    table(
+        args,
+        &[("pagetrie", &medians[0]), ("nomt", &medians[faster])],
+    );
     println!("  spread over the rounds (min to max):");
     for (who, r) in contenders.iter().zip(rounds) {
         let spread = |k: &str| {
