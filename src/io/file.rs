@@ -275,7 +275,11 @@ pub(crate) fn create_dir_durable(dir: &Path) -> Result<(), Error> {
     }
 }
 
-const LOCK_ATTEMPTS: u32 = 40;
+/// Up to 2 s: besides a fork's brief share (below), a process killed with
+/// writes in flight holds the lock until the kernel has finished them
+/// (`io::uring`), which took over 200 ms on a disk busy with another
+/// process's commits.
+const LOCK_ATTEMPTS: u32 = 400;
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The file in a locked directory that carries the lock.
@@ -296,7 +300,8 @@ impl DirLock {
     /// Locks `dir`, or fails with [`Error::Locked`] if another handle holds it.
     ///
     /// Retries for a moment first: a process forking in another thread briefly
-    /// shares the lock of a handle just closed, until the child execs.
+    /// shares the lock of a handle just closed, until the child execs, and a
+    /// killed process's ring holds it until its writes in flight are done.
     pub(crate) fn acquire(dir: &Path) -> Result<DirLock, Error> {
         let file = OpenOptions::new()
             .read(true)

@@ -239,6 +239,11 @@ impl SlotSpace {
     /// RAM before the next commit moves them ([`SlotSpace::victims`]).
     fn choose_victims(&mut self, last: u64) {
         self.cleaning.clear();
+        // No spare share, no runs to clean for: moves would only add
+        // writes (3,000 a commit at 2^22 accounts, for runs of 2 blocks).
+        if self.placement.spare_percent == 0 {
+            return;
+        }
         let region = self.region_slots();
         let full = self.placement.region_slots;
         let wholly_free = (0..self.regions())
@@ -369,7 +374,11 @@ mod tests {
         // Region 0 has one block used, region 1 three, region 2 four;
         // regions 3 and 4 are wholly free.
         let free = vec![1, 2, 3, 7, 12, 13, 14, 15, 16, 17, 18, 19];
-        let mut space = SlotSpace::new(20, free, placed(4, 0));
+        // Without a spare share there are no runs to clean for.
+        assert!(SlotSpace::new(20, free.clone(), placed(4, 0))
+            .victims()
+            .is_empty());
+        let mut space = SlotSpace::new(20, free, placed(4, 25));
         // An open cleans for its first commit too.
         assert_eq!(space.victims(), vec![0]);
         let fresh: Vec<u32> = (0..4)
