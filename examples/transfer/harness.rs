@@ -93,7 +93,7 @@ pub struct RunArgs {
     /// Read the database's files through before opening it. A virtual disk
     /// that keeps what was read or written lately (this machine's) then
     /// serves them as fast as whatever ran before had its own
-    /// (`pagetrie-compare` does it for both engines unless `--no-prime`).
+    /// (`pagetrie-compare` does it for both engines in its primed runs, `--disk`).
     #[arg(long)]
     pub read_through: bool,
 }

@@ -273,16 +273,18 @@ impl Options {
     /// Share of the pages and buckets files, in percent, kept free beside a
     /// commit's writes so that commits write their blocks as long runs
     /// (default 0, at most 90). A commit fills wholly free regions
-    /// ([`Options::region_blocks`]) in order, else the emptiest; to keep
-    /// wholly free regions ahead, it also moves the live blocks out of the
-    /// emptiest regions ([`crate::Metrics::blocks_moved`]), at most half as
-    /// many as it writes, and only into free slots outside them. More spare
-    /// space means longer runs and fewer write requests, for more disk and
-    /// the moves' bytes; 0 grows the files only when no slot is free.
-    /// docs/benchmarks.md ("Writes in long runs") has the curve so far: the
-    /// moves' reads still run inside the commit, so at 2^24 accounts a
-    /// spare share does not yet pay. Placement only: a database may be
-    /// reopened with another value.
+    /// ([`Options::region_blocks`]) in order, else the lowest with a free
+    /// slot; to keep wholly free regions a commit ahead, it also moves the
+    /// live blocks out of the emptiest regions
+    /// ([`crate::Metrics::blocks_moved`]), at most half as many as it
+    /// writes, and only into free slots outside them. More spare space
+    /// means longer runs and fewer write requests
+    /// ([`crate::Metrics::write_runs`]), for more disk and the moves' bytes;
+    /// at 0 nothing is moved and the files grow only when no slot is free.
+    /// docs/benchmarks.md ("Writes in long runs") has the curve: at 40,
+    /// runs of hundreds of blocks for about a third more bytes, which did
+    /// not make commits faster on the disk it was measured on. Placement
+    /// only: a database may be reopened with another value.
     pub fn spare_space_percent(mut self, percent: u8) -> Options {
         self.tuning.placement.spare_percent = percent;
         self
