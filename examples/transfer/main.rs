@@ -13,6 +13,7 @@
 
 mod harness;
 mod probe;
+mod table;
 mod versions;
 mod workload;
 
