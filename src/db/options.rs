@@ -276,8 +276,8 @@ impl Options {
     /// ([`Options::region_blocks`]) in order, else the lowest with a free
     /// slot; to keep wholly free regions a commit ahead, it also moves the
     /// live blocks out of the emptiest regions
-    /// ([`crate::Metrics::blocks_moved`]), at most half as many as it
-    /// writes, and only into free slots outside them. More spare space
+    /// ([`crate::Metrics::blocks_moved`]), at most as many as it writes
+    /// of its own, and only into free slots outside them. More spare space
     /// means longer runs and fewer write requests
     /// ([`crate::Metrics::write_runs`]), for more disk and the moves' bytes;
     /// at 0 nothing is moved and the files grow only when no slot is free.

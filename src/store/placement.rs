@@ -230,10 +230,11 @@ impl SlotSpace {
     }
 
     /// Chooses the regions the next plan cleans, so that the commit after
-    /// it, if it writes as much as the last one (`last` slots), finds wholly
-    /// free regions: the regions with the fewest used slots, while their
-    /// blocks number at most half of `last` (the cleaner at most adds half
-    /// a commit's writes) and fit, beside `last` fresh blocks and the
+    /// it, if it writes as much as the last one (`last` slots, moves
+    /// included), finds wholly free regions: the regions with the fewest
+    /// used slots, while their blocks number at most half of `last` (so a
+    /// commit moves at most as many blocks as it writes of its own) and
+    /// fit, beside `last` fresh blocks and the
     /// victims' own free slots, in the file's free slots: a move never
     /// grows the file. Chosen at publish, so their blocks can be read into
     /// RAM before the next commit moves them ([`SlotSpace::victims`]).
