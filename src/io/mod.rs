@@ -367,16 +367,16 @@ impl Io {
         let (tx, rx) = crossbeam_channel::unbounded();
         // Each job's file and direction, to say where a failure was.
         let mut what = Vec::new();
-        let mut after: Option<(Arc<DataFile>, u64)> = None;
+        // The file by address: no reference counted per write.
+        let mut after: Option<(*const DataFile, u64)> = None;
         let mut runs = 0;
         for (file, offset, moved) in jobs {
             let transfer = moved.into_transfer();
             if transfer.op() == Op::Write {
                 let goes_on = after
-                    .as_ref()
-                    .is_some_and(|(f, end)| Arc::ptr_eq(f, &file) && *end == offset);
+                    .is_some_and(|(f, end)| std::ptr::eq(f, Arc::as_ptr(&file)) && end == offset);
                 runs += u64::from(!goes_on);
-                after = Some((file.clone(), offset + BLOCK_SIZE as u64));
+                after = Some((Arc::as_ptr(&file), offset + BLOCK_SIZE as u64));
             }
             what.push((file.clone(), transfer.op()));
             self.submit(Job {

@@ -1,5 +1,6 @@
 //! One suite, run against both engines.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{DataFile, Io, IoBackend, Moves, Transfer};
@@ -355,5 +356,23 @@ fn a_batch_gives_back_blocks_of_the_direction_it_started() {
         assert!(written[0].block().0 == block_of(2).0);
         let read = io.read_all([(file.clone(), 0)]).unwrap();
         assert!(read[0].0 == block_of(2).0, "uring={}", io.is_uring());
+    }
+}
+
+/// Writes to consecutive blocks of one file, handed over together, form one
+/// run; a gap or another file starts the next.
+#[test]
+fn write_runs_count_consecutive_blocks_of_one_file() {
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Arc::new(DataFile::open(&dir.path().join("a")).unwrap());
+        let b = Arc::new(DataFile::open(&dir.path().join("b")).unwrap());
+        let at = |n: u64| n * BLOCK_SIZE as u64;
+        let jobs = [(&a, 0), (&a, 1), (&a, 2), (&a, 5), (&b, 6), (&b, 7)];
+        let before = io.counters.write_runs.load(Ordering::Relaxed);
+        io.run_all(jobs.map(|(f, n)| (f.clone(), at(n), write(block_of(n)))))
+            .unwrap();
+        // 0..=2 of a, 5 of a, 6..=7 of b.
+        assert_eq!(io.counters.write_runs.load(Ordering::Relaxed) - before, 3);
     }
 }

@@ -458,7 +458,7 @@ mod tests {
         // Regions of 64, 4096 live blocks, a tenth rewritten a commit, a
         // third of the file spare: once the file has settled, every commit
         // writes whole regions. Cleaning only for the next commit left
-        // every other one to scattered slots (runs of about 2).
+        // the commits to scattered slots (runs of about 3).
         let runs = simulate(placed(64, 33), 4096, 410, 60);
         let settled = &runs[20..];
         let worst = settled.iter().copied().fold(f64::INFINITY, f64::min);
