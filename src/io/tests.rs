@@ -376,3 +376,39 @@ fn write_runs_count_consecutive_blocks_of_one_file() {
         assert_eq!(io.counters.write_runs.load(Ordering::Relaxed) - before, 3);
     }
 }
+
+/// Runs of consecutive blocks longer than one vectored request carries,
+/// broken by another file's blocks, and blocks in descending order, each
+/// land where it belongs.
+#[test]
+fn runs_of_writes_land_block_by_block() {
+    for io in engines() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Arc::new(DataFile::open(&dir.path().join("a")).unwrap());
+        let b = Arc::new(DataFile::open(&dir.path().join("b")).unwrap());
+        let mut jobs = Vec::new();
+        for n in 0..700u64 {
+            jobs.push((&a, n, n));
+            if n % 97 == 0 {
+                jobs.push((&b, n, n + 1_000_000));
+            }
+        }
+        jobs.extend((800..900u64).rev().map(|n| (&a, n, n)));
+        let at = |n: u64| n * BLOCK_SIZE as u64;
+        io.run_all(
+            jobs.iter()
+                .map(|&(f, n, seed)| (f.clone(), at(n), write(block_of(seed)))),
+        )
+        .unwrap();
+        let read = io
+            .read_all(jobs.iter().map(|&(f, n, _)| (f.clone(), at(n))))
+            .unwrap();
+        for (&(_, n, seed), block) in jobs.iter().zip(read) {
+            assert!(
+                block.0 == block_of(seed).0,
+                "uring={} block {n} seed {seed}",
+                io.is_uring()
+            );
+        }
+    }
+}

@@ -16,6 +16,9 @@ use libc::{EAGAIN, EBUSY, EINTR};
 
 /// Failed submissions in a row (1 ms apart) after which the ring is given up.
 const SUBMIT_ATTEMPTS: u32 = 100;
+/// Writes to consecutive blocks of one file that one vectored request
+/// carries at most (1 MiB): the kernel's CPU goes by requests, not bytes.
+const RUN_MAX: usize = 256;
 
 /// Creates the ring here, so a failure reaches the caller, then runs it on a thread.
 ///
@@ -36,10 +39,17 @@ pub(super) fn start(
     }
     let mut probe = Probe::new();
     ring.submitter().register_probe(&mut probe)?;
-    if !probe.is_supported(opcode::Read::CODE) || !probe.is_supported(opcode::Write::CODE) {
+    if ![
+        opcode::Read::CODE,
+        opcode::Write::CODE,
+        opcode::Writev::CODE,
+    ]
+    .into_iter()
+    .all(|code| probe.is_supported(code))
+    {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "kernel lacks IORING_OP_READ/WRITE",
+            "kernel lacks IORING_OP_READ/WRITE/WRITEV",
         ));
     }
     std::thread::Builder::new()
@@ -47,9 +57,13 @@ pub(super) fn start(
         .spawn(move || Ring::new(ring, counters).run(jobs))
 }
 
-/// A job in the ring and how many of its bytes are done (short transfers resume).
+/// A request in the ring: one job, or a run of writes to consecutive blocks
+/// of one file, and how many of its bytes are done (short transfers resume).
 struct InFlight {
-    job: Job,
+    jobs: Vec<Job>,
+    /// A run's blocks from the first byte not yet written: the kernel may
+    /// read the array until the request completes.
+    iovecs: Vec<libc::iovec>,
     done: usize,
     /// An injected failure: the transfer stops after `cut` bytes and its
     /// next entry goes to no file, so the kernel fails it and the completion
@@ -95,27 +109,65 @@ impl Ring {
         let capacity = self.ring.params().sq_entries() as usize;
         let mut open = true;
         loop {
+            let mut batch = Vec::new();
             // Block for work only when nothing is in flight.
             if self.in_flight == 0 {
                 match open.then(|| jobs.recv().ok()).flatten() {
-                    Some(job) => self.start(job)?,
+                    Some(job) => batch.push(job),
                     None => return Ok(()),
                 }
             }
-            while open && self.in_flight < capacity {
+            while open && self.in_flight + batch.len() < capacity {
                 match jobs.try_recv() {
-                    Ok(job) => self.start(job)?,
+                    Ok(job) => batch.push(job),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => open = false,
                 }
             }
+            self.start_batch(batch)?;
             self.submit_and_wait()?;
             self.reap()?;
         }
     }
 
-    fn start(&mut self, job: Job) -> io::Result<()> {
-        started(&self.counters, job.transfer.op());
+    /// Starts `batch` in order, a write to the block after the one before it,
+    /// in the same file, joining that one's request. A job the fault plan
+    /// touches goes alone; jobs after one the ring dies at are dropped
+    /// unstarted, as those still in the channel are.
+    fn start_batch(&mut self, batch: Vec<Job>) -> io::Result<()> {
+        let mut run: Vec<Job> = Vec::new();
+        for job in batch {
+            started(&self.counters, job.transfer.op());
+            let fault = match injected(&job) {
+                Ok(fault) => fault,
+                Err(dies) => {
+                    self.start(run, None)?;
+                    // A ring that dies takes this job down with those in flight.
+                    self.start(vec![job], None)?;
+                    return Err(dies);
+                }
+            };
+            let joins = fault.is_none()
+                && run.len() < RUN_MAX
+                && run.last().is_some_and(|last| follows(last, &job));
+            if !joins {
+                self.start(std::mem::take(&mut run), None)?;
+            }
+            if fault.is_some() {
+                self.start(vec![job], fault)?;
+            } else {
+                run.push(job);
+            }
+        }
+        self.start(run, None)
+    }
+
+    /// Puts `jobs` (one, or a run; none is nothing to do) in a slot and
+    /// queues their request.
+    fn start(&mut self, jobs: Vec<Job>, fault: Option<(io::Error, usize)>) -> io::Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
         let slot = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -123,20 +175,13 @@ impl Ring {
                 self.slots.len() - 1
             }
         };
-        let (fault, dies) = match injected(&job) {
-            Ok(fault) => (fault, None),
-            Err(e) => (None, Some(e)),
-        };
         self.slots[slot] = Some(InFlight {
-            job,
+            jobs,
+            iovecs: Vec::new(),
             done: 0,
             fault,
         });
         self.in_flight += 1;
-        // A ring that dies takes this job down with those in flight.
-        if let Some(e) = dies {
-            return Err(e);
-        }
         self.push(slot)
     }
 
@@ -145,34 +190,22 @@ impl Ring {
         let Some(f) = self.slots[slot].as_mut() else {
             return Ok(());
         };
-        let (fd, end) = match &f.fault {
-            Some((_, cut)) if f.done < *cut => (f.job.file.fd(), *cut),
-            Some(_) => (NO_FILE, BLOCK_SIZE),
-            None => (f.job.file.fd(), BLOCK_SIZE),
-        };
-        let fd = types::Fd(fd);
-        let len = (end - f.done) as u32;
-        let offset = f.job.offset + f.done as u64;
-        let entry: squeue::Entry = match &mut f.job.transfer {
-            Transfer::Read(block) => {
-                let ptr = block.0[f.done..].as_mut_ptr();
-                opcode::Read::new(fd, ptr, len).offset(offset).build()
-            }
-            Transfer::Write(block) => {
-                let ptr = block.block().0[f.done..].as_ptr();
-                opcode::Write::new(fd, ptr, len).offset(offset).build()
-            }
+        let entry = if f.jobs.len() > 1 {
+            f.vectored()
+        } else {
+            f.single()
         }
         .user_data(slot as u64);
-        // SAFETY: the buffer is the job's block, owned by `self.slots[slot]` (or,
+        // SAFETY: the buffers are the jobs' blocks, owned by `self.slots[slot]` (or,
         // shared, kept alive by the job's Arc and never changed while shared)
         // and neither touched nor freed until this entry's completion is reaped, or
-        // leaked by `abandon` (moving the handle within `slots` does not move the
-        // block); the job's Arc<DataFile> keeps the descriptor open as long.
+        // leaked by `abandon` (moving the handle within `slots` moves neither the
+        // blocks nor a run's iovec array, which is rebuilt only after its entry
+        // completed); the jobs' Arc<DataFile> keeps the descriptor open as long.
         if unsafe { self.ring.submission().push(&entry) }.is_ok() {
             return Ok(());
         }
-        // Unreachable while each job has one entry queued and jobs in flight are
+        // Unreachable while each slot has one entry queued and slots in flight are
         // capped at the queue's size; kept as a clean failure all the same.
         Err(io::Error::other("io_uring submission queue full"))
     }
@@ -202,15 +235,16 @@ impl Ring {
     /// a broken ring or a panic takes.
     fn abandon(&mut self, why: &io::Error) {
         for slot in self.slots.iter_mut() {
-            if let Some(mut f) = slot.take() {
-                let fresh = match f.job.transfer {
+            let Some(f) = slot.take() else { continue };
+            for mut job in f.jobs {
+                let fresh = match job.transfer {
                     Transfer::Read(_) => Transfer::Read(Block::zeroed()),
                     Transfer::Write(_) => Transfer::Write(IoBuf::Owned(Block::zeroed())),
                 };
-                std::mem::forget(std::mem::replace(&mut f.job.transfer, fresh));
+                std::mem::forget(std::mem::replace(&mut job.transfer, fresh));
                 let error =
                     io::Error::new(why.kind(), super::Abandoned(format!("io_uring: {why}")));
-                finish(&self.counters, f.job, Err(error));
+                finish(&self.counters, job, Err(error));
             }
         }
         self.in_flight = 0;
@@ -241,13 +275,13 @@ impl Ring {
                 )))
             } else {
                 f.done += res as usize;
-                (f.done == BLOCK_SIZE).then_some(Ok(()))
+                (f.done == f.jobs.len() * BLOCK_SIZE).then_some(Ok(()))
             };
             match outcome {
                 None => self.push(slot)?,
                 Some(result) => {
                     if let Some(f) = self.slots[slot].take() {
-                        finish(&self.counters, f.job, result);
+                        finish_all(&self.counters, f.jobs, result);
                     }
                     self.free.push(slot);
                     self.in_flight -= 1;
@@ -255,6 +289,88 @@ impl Ring {
             }
         }
         Ok(())
+    }
+}
+
+impl InFlight {
+    /// The entry for a lone job's remaining bytes: an injected fault cuts
+    /// it short, then sends it to no file.
+    fn single(&mut self) -> squeue::Entry {
+        let job = &mut self.jobs[0];
+        let (fd, end) = match &self.fault {
+            Some((_, cut)) if self.done < *cut => (job.file.fd(), *cut),
+            Some(_) => (NO_FILE, BLOCK_SIZE),
+            None => (job.file.fd(), BLOCK_SIZE),
+        };
+        let fd = types::Fd(fd);
+        let len = (end - self.done) as u32;
+        let offset = job.offset + self.done as u64;
+        match &mut job.transfer {
+            Transfer::Read(block) => {
+                let ptr = block.0[self.done..].as_mut_ptr();
+                opcode::Read::new(fd, ptr, len).offset(offset).build()
+            }
+            Transfer::Write(block) => {
+                let ptr = block.block().0[self.done..].as_ptr();
+                opcode::Write::new(fd, ptr, len).offset(offset).build()
+            }
+        }
+    }
+
+    /// The entry for a run's remaining bytes: one vectored write from the
+    /// first byte not yet written. Only writes join a run ([`follows`]).
+    fn vectored(&mut self) -> squeue::Entry {
+        let (skip, within) = (self.done / BLOCK_SIZE, self.done % BLOCK_SIZE);
+        self.iovecs = self.jobs[skip..]
+            .iter()
+            .filter_map(|job| match &job.transfer {
+                Transfer::Write(block) => Some(block.block()),
+                Transfer::Read(_) => None,
+            })
+            .enumerate()
+            .map(|(i, block)| {
+                let from = if i == 0 { within } else { 0 };
+                libc::iovec {
+                    iov_base: block.0[from..].as_ptr() as *mut libc::c_void,
+                    iov_len: BLOCK_SIZE - from,
+                }
+            })
+            .collect();
+        let first = &self.jobs[0];
+        let fd = types::Fd(first.file.fd());
+        opcode::Writev::new(fd, self.iovecs.as_ptr(), self.iovecs.len() as u32)
+            .offset(first.offset + self.done as u64)
+            .build()
+    }
+}
+
+/// Whether `next` writes the block right after the one `last` writes, in
+/// the same file, so both can go in one request.
+fn follows(last: &Job, next: &Job) -> bool {
+    matches!(
+        (&last.transfer, &next.transfer),
+        (Transfer::Write(_), Transfer::Write(_))
+    ) && Arc::ptr_eq(&last.file, &next.file)
+        && last.offset + BLOCK_SIZE as u64 == next.offset
+}
+
+/// Finishes every job of a request with its one outcome.
+fn finish_all(counters: &IoCounters, jobs: Vec<Job>, result: io::Result<()>) {
+    let mut result = Some(result);
+    let n = jobs.len();
+    for (i, job) in jobs.into_iter().enumerate() {
+        let this = if i + 1 == n {
+            result.take().unwrap_or(Ok(()))
+        } else {
+            match &result {
+                Some(Err(e)) => Err(match e.raw_os_error() {
+                    Some(errno) => io::Error::from_raw_os_error(errno),
+                    None => io::Error::new(e.kind(), e.to_string()),
+                }),
+                _ => Ok(()),
+            }
+        };
+        finish(counters, job, this);
     }
 }
 
@@ -323,7 +439,7 @@ mod tests {
                 tag,
                 reply: tx.clone(),
             };
-            ring.start(job).unwrap();
+            ring.start_batch(vec![job]).unwrap();
         }
         drop(ring);
         drop(tx);
