@@ -102,7 +102,6 @@ impl Transfer {
     }
 
     /// The block's bytes: those a read brought, or those written.
-    #[cfg(test)]
     pub(crate) fn block(&self) -> &Block {
         match self {
             Transfer::Read(b) => b,
@@ -173,6 +172,16 @@ pub(crate) struct Job {
     /// The caller's name for this job, returned with it.
     pub(crate) tag: u64,
     pub(crate) reply: Sender<Done>,
+}
+
+/// Where a job's block is: its file, by address so that naming it counts
+/// no reference, and the offset.
+pub(super) type Place = (*const DataFile, u64);
+
+/// Whether a write at `next` continues one at `last`: the next block of the
+/// same file, so the two can go to the kernel as one request.
+pub(super) fn continues(last: Place, next: Place) -> bool {
+    std::ptr::eq(last.0, next.0) && last.1 + BLOCK_SIZE as u64 == next.1
 }
 
 /// A finished job: its transfer (with the data read, or written) and the result.
@@ -367,16 +376,14 @@ impl Io {
         let (tx, rx) = crossbeam_channel::unbounded();
         // Each job's file and direction, to say where a failure was.
         let mut what = Vec::new();
-        // The file by address: no reference counted per write.
-        let mut after: Option<(*const DataFile, u64)> = None;
+        let mut last_write: Option<Place> = None;
         let mut runs = 0;
         for (file, offset, moved) in jobs {
             let transfer = moved.into_transfer();
             if transfer.op() == Op::Write {
-                let goes_on = after
-                    .is_some_and(|(f, end)| std::ptr::eq(f, Arc::as_ptr(&file)) && end == offset);
-                runs += u64::from(!goes_on);
-                after = Some((Arc::as_ptr(&file), offset + BLOCK_SIZE as u64));
+                let here = (Arc::as_ptr(&file), offset);
+                runs += u64::from(!last_write.is_some_and(|last| continues(last, here)));
+                last_write = Some(here);
             }
             what.push((file.clone(), transfer.op()));
             self.submit(Job {

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, TryRecvError};
 use io_uring::{opcode, squeue, types, IoUring, Probe};
 
-use super::{finish, started, IoCounters, Job, Transfer};
+use super::{continues, finish, started, IoCounters, Job, Op, Transfer};
 use crate::block::{Block, IoBuf, BLOCK_SIZE};
 
 use libc::{EAGAIN, EBUSY, EINTR};
@@ -321,14 +321,12 @@ impl InFlight {
     /// first byte not yet written. Only writes join a run ([`follows`]).
     fn vectored(&mut self) -> squeue::Entry {
         let (skip, within) = (self.done / BLOCK_SIZE, self.done % BLOCK_SIZE);
+        debug_assert!(self.jobs.iter().all(|job| job.transfer.op() == Op::Write));
         self.iovecs = self.jobs[skip..]
             .iter()
-            .filter_map(|job| match &job.transfer {
-                Transfer::Write(block) => Some(block.block()),
-                Transfer::Read(_) => None,
-            })
             .enumerate()
-            .map(|(i, block)| {
+            .map(|(i, job)| {
+                let block = job.transfer.block();
                 let from = if i == 0 { within } else { 0 };
                 libc::iovec {
                     iov_base: block.0[from..].as_ptr() as *mut libc::c_void,
@@ -347,31 +345,29 @@ impl InFlight {
 /// Whether `next` writes the block right after the one `last` writes, in
 /// the same file, so both can go in one request.
 fn follows(last: &Job, next: &Job) -> bool {
-    matches!(
-        (&last.transfer, &next.transfer),
-        (Transfer::Write(_), Transfer::Write(_))
-    ) && Arc::ptr_eq(&last.file, &next.file)
-        && last.offset + BLOCK_SIZE as u64 == next.offset
+    last.transfer.op() == Op::Write
+        && next.transfer.op() == Op::Write
+        && continues(
+            (Arc::as_ptr(&last.file), last.offset),
+            (Arc::as_ptr(&next.file), next.offset),
+        )
 }
 
-/// Finishes every job of a request with its one outcome.
-fn finish_all(counters: &IoCounters, jobs: Vec<Job>, result: io::Result<()>) {
-    let mut result = Some(result);
-    let n = jobs.len();
-    for (i, job) in jobs.into_iter().enumerate() {
-        let this = if i + 1 == n {
-            result.take().unwrap_or(Ok(()))
-        } else {
-            match &result {
-                Some(Err(e)) => Err(match e.raw_os_error() {
-                    Some(errno) => io::Error::from_raw_os_error(errno),
-                    None => io::Error::new(e.kind(), e.to_string()),
-                }),
-                _ => Ok(()),
-            }
+/// Finishes every job of a request with its one outcome: the first jobs
+/// with copies of an error, the last with the error itself.
+fn finish_all(counters: &IoCounters, mut jobs: Vec<Job>, result: io::Result<()>) {
+    let Some(last) = jobs.pop() else { return };
+    for job in jobs {
+        let copy = match &result {
+            Ok(()) => Ok(()),
+            Err(e) => Err(match e.raw_os_error() {
+                Some(errno) => io::Error::from_raw_os_error(errno),
+                None => io::Error::new(e.kind(), e.to_string()),
+            }),
         };
-        finish(counters, job, this);
+        finish(counters, job, copy);
     }
+    finish(counters, last, result);
 }
 
 /// What the fault plan of `job`'s file injects into it: `Err` if the ring
