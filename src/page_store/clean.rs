@@ -30,7 +30,7 @@ impl PageStore {
                 .get(&slot)
                 .and_then(|id| Some((*id, self.cache.get(id)?)));
             match cached {
-                Some((id, page)) => found.push((id, slot, Page::clone(&page))),
+                Some((id, page)) => found.push((id, slot, page)),
                 None => wanted.push(u64::from(slot)),
             }
         }
@@ -39,7 +39,7 @@ impl PageStore {
                 let slot = wanted[i];
                 let page = Page::from_block(block);
                 let id = page.verified_id().map_err(|e| e.at("pages", slot))?;
-                found.push((id, slot as u32, page));
+                found.push((id, slot as u32, Arc::new(page)));
                 Ok(())
             })?;
         let moves: PageChanges = {
@@ -50,7 +50,6 @@ impl PageStore {
                     !plan.changed.contains(id) && slots.index.candidates(id).any(|s| s == *slot)
                 })
                 .map(|(id, _, page)| {
-                    let page = Arc::new(page);
                     // Known stored: the plan finds its slot without a read.
                     self.cache.insert(id, page.clone());
                     (id, Some(page))
