@@ -1,7 +1,7 @@
 //! Fault injection: failing reads, writes and syncs, short writes, a disk that
 //! runs out of space, and power loss that keeps, drops or tears each write not
 //! yet synced. Built for the crate's tests and, with the `fault-injection`
-//! feature, for torture programs outside it (`examples/torture.rs`).
+//! feature, for torture programs outside it (`examples/torture`).
 //!
 //! The plan sits beneath both I/O engines: the thread pool asks it before
 //! each pread and pwrite, the io_uring engine before each submission, and
