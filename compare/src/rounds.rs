@@ -130,6 +130,15 @@ pub(crate) fn both(args: &RunArgs, plan: &Plan) -> Result<(), BoxError> {
                 let who = contenders[i];
                 if state == DiskState::Cold {
                     let bytes = probe::read_through(&evict)?;
+                    // A cold run that evicted nothing would be a primed one.
+                    if bytes < plan.evict_gib << 30 {
+                        return Err(format!(
+                            "evicting read {bytes} bytes of {}, not {} GiB: is evict.bin a regular file?",
+                            evict.display(),
+                            plan.evict_gib
+                        )
+                        .into());
+                    }
                     eprintln!("evicted: read {} GiB of an unrelated file", bytes >> 30);
                 }
                 eprintln!("round {} ({state:?}): {}...", round + 1, who.name());
