@@ -130,7 +130,8 @@ pub(crate) fn both(args: &RunArgs, plan: &Plan) -> Result<(), BoxError> {
                 let who = contenders[i];
                 if state == DiskState::Cold {
                     let bytes = probe::read_through(&evict)?;
-                    // A cold run that evicted nothing would be a primed one.
+                    // A cold run that evicted nothing would run on whatever the disk
+                    // served last, favouring one engine.
                     if bytes < plan.evict_gib << 30 {
                         return Err(format!(
                             "evicting read {bytes} bytes of {}, not {} GiB: is evict.bin a regular file?",
