@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{PageChanges, PagePlan, PageStore};
+use super::{PagePlan, PageStore};
 use crate::store::{Stream, Target};
 use crate::trie::page::Page;
 use crate::Error;
@@ -42,22 +42,19 @@ impl PageStore {
                 found.push((id, slot as u32, Arc::new(page)));
                 Ok(())
             })?;
-        let moves: PageChanges = {
-            let slots = self.slots.read();
-            found
-                .into_iter()
-                .filter(|(id, slot, _)| {
-                    !plan.changed.contains(id) && slots.index.candidates(id).any(|s| s == *slot)
-                })
-                .map(|(id, _, page)| {
-                    // Known stored: the plan finds its slot without a read.
-                    self.cache.insert(id, page.clone());
-                    (id, Some(page))
-                })
-                .collect()
-        };
-        let moved = moves.len();
-        self.plan_placed(plan, moves, Stream::Moved)?;
+        // The index still naming a page at its victim slot says it is the
+        // stored version, so the plan frees that slot without looking it up.
+        let slots = self.slots.read();
+        let mut moved = 0;
+        for (id, slot, page) in found {
+            if plan.changed.contains(&id) || !slots.index.candidates(&id).any(|s| s == slot) {
+                continue;
+            }
+            // As for any change: the moved version is cached at publish.
+            self.cache.release(&id);
+            self.place(plan, id, Some(slot), Some(page), Stream::Moved)?;
+            moved += 1;
+        }
         Ok(moved)
     }
 

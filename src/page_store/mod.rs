@@ -385,15 +385,6 @@ impl PageStore {
     /// last change; across calls a page may change only once. A page written
     /// goes to a free slot and its old slot is freed.
     pub(crate) fn plan(&self, plan: &mut PagePlan, changes: PageChanges) -> Result<(), Error> {
-        self.plan_placed(plan, changes, Stream::Fresh)
-    }
-
-    pub(super) fn plan_placed(
-        &self,
-        plan: &mut PagePlan,
-        changes: PageChanges,
-        stream: Stream,
-    ) -> Result<(), Error> {
         let mut last = HashMap::with_capacity(changes.len());
         for (i, (id, _)) in changes.iter().enumerate() {
             last.insert(*id, i);
@@ -403,45 +394,59 @@ impl PageStore {
             if last[&id] != i {
                 continue;
             }
-            if !plan.changed.insert(id) {
-                return Err(Error::Internal("a page changed twice in one commit"));
-            }
             // The new version is cached at publish. Keeping the old one
             // until then held a commit's worth of pages (180 MB at 2^24
             // accounts) beyond the cache's budget; a read of the published
             // state meanwhile fetches it again.
             let cached = self.cache.release(&id);
-            if let Some(old) = self.slot_of(&slots, &id, cached)? {
-                plan.freed.push((id, old));
-            }
-            if let Some(page) = change {
-                let (block, shared) = match Arc::try_unwrap(page) {
-                    Ok(mut page) => {
-                        page.seal();
-                        (IoBuf::Owned(page.into_block()), None)
-                    }
-                    // An overlay still shows it. Sealed (`seal_shared`), it
-                    // is written from where it lies and cached as it is, so
-                    // the commit, the cache and the overlay hold one page.
-                    Err(shared) if is_page(&shared, &id) => {
-                        (IoBuf::Shared(shared.clone()), Some(shared))
-                    }
-                    Err(shared) => {
-                        let mut copy = Page::clone(&shared);
-                        copy.seal();
-                        (IoBuf::Owned(copy.into_block()), None)
-                    }
-                };
-                let slot = plan.space.allocate(stream)?;
-                plan.writes.push(BlockWrite {
-                    target: Target::Pages,
-                    index: slot as u64,
-                    block,
-                });
-                plan.notes.add(Target::Pages, slot, |b| note(&id, b));
-                plan.stored.push((id, slot, shared));
-            }
+            let old = self.slot_of(&slots, &id, cached)?;
+            self.place(plan, id, old, change, Stream::Fresh)?;
         }
+        Ok(())
+    }
+
+    /// Stages one change of page `id`, stored at `old` if at all: frees
+    /// `old` and writes `change`, if any, to a slot of `stream`.
+    pub(super) fn place(
+        &self,
+        plan: &mut PagePlan,
+        id: PageId,
+        old: Option<u32>,
+        change: Option<Arc<Page>>,
+        stream: Stream,
+    ) -> Result<(), Error> {
+        if !plan.changed.insert(id) {
+            return Err(Error::Internal("a page changed twice in one commit"));
+        }
+        if let Some(old) = old {
+            plan.freed.push((id, old));
+        }
+        let Some(page) = change else {
+            return Ok(());
+        };
+        let (block, shared) = match Arc::try_unwrap(page) {
+            Ok(mut page) => {
+                page.seal();
+                (IoBuf::Owned(page.into_block()), None)
+            }
+            // An overlay still shows it. Sealed (`seal_shared`), it
+            // is written from where it lies and cached as it is, so
+            // the commit, the cache and the overlay hold one page.
+            Err(shared) if is_page(&shared, &id) => (IoBuf::Shared(shared.clone()), Some(shared)),
+            Err(shared) => {
+                let mut copy = Page::clone(&shared);
+                copy.seal();
+                (IoBuf::Owned(copy.into_block()), None)
+            }
+        };
+        let slot = plan.space.allocate(stream)?;
+        plan.writes.push(BlockWrite {
+            target: Target::Pages,
+            index: slot as u64,
+            block,
+        });
+        plan.notes.add(Target::Pages, slot, |b| note(&id, b));
+        plan.stored.push((id, slot, shared));
         Ok(())
     }
 
