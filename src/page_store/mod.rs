@@ -429,9 +429,9 @@ impl PageStore {
                 page.seal();
                 (IoBuf::Owned(page.into_block()), None)
             }
-            // An overlay still shows it. Sealed (`seal_shared`), it
-            // is written from where it lies and cached as it is, so
-            // the commit, the cache and the overlay hold one page.
+            // An overlay (or a reader, for a page the cleaner moves) still
+            // holds it. Sealed (`seal_shared`, or as read), it is written
+            // from where it lies and cached as it is: one copy for all.
             Err(shared) if is_page(&shared, &id) => (IoBuf::Shared(shared.clone()), Some(shared)),
             Err(shared) => {
                 let mut copy = Page::clone(&shared);
