@@ -138,6 +138,10 @@ pub enum Error {
         /// Its error.
         source: alloc::boxed::Box<Error>,
     },
+    /// The trie update of the pending session ([`crate::Pending`]) this
+    /// builds on failed earlier; the call that ran it got its error. Nothing
+    /// changed; begin a new session on a known state.
+    PendingFailed,
 }
 
 #[cfg(feature = "std")]
@@ -273,6 +277,9 @@ impl fmt::Display for Error {
                 f.write_str("import target exists and is not an empty directory")
             }
             Error::Poisoned => f.write_str("a write failed earlier; reopen the database"),
+            Error::PendingFailed => f.write_str(
+                "the pending session this builds on failed to finish earlier; begin a new session",
+            ),
             #[cfg(feature = "std")]
             Error::Io {
                 doing,

@@ -78,7 +78,8 @@ pub mod faults {
 
 #[cfg(feature = "std")]
 pub use db::{
-    CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Overlay, Restore, Session,
+    CommitOutput, Db, Finished, ImportProgress, Metrics, Options, Overlay, Pending, Restore,
+    Session,
 };
 pub use error::Error;
 #[cfg(feature = "std")]

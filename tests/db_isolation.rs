@@ -155,7 +155,7 @@ fn a_session_held_across_100_commits_reads_its_base_state() {
     setup.commit().unwrap();
 
     let held = db.begin_session();
-    let base = held.prev_root();
+    let base = held.prev_root().unwrap();
     for n in 1..=100u64 {
         let session = db.begin_session();
         for i in 0..50 {
@@ -188,7 +188,7 @@ fn a_session_held_across_100_commits_reads_its_base_state() {
         assert_eq!(held.read(&key(50 + n)).unwrap(), None);
     }
     assert_eq!(held.read(&key(1000)).unwrap(), Some(long(0)));
-    assert_eq!(held.prev_root(), base);
+    assert_eq!(held.prev_root().unwrap(), base);
     assert_ne!(db.root().unwrap(), base);
 
     drop(held);

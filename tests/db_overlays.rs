@@ -25,7 +25,7 @@ fn build(
         Some(parent) => db.begin_session_on(parent),
         None => db.begin_session(),
     };
-    assert_eq!(session.prev_root(), root_of(base));
+    assert_eq!(session.prev_root().unwrap(), root_of(base));
     let mut after = base.clone();
     for (k, v) in writes {
         assert_eq!(

@@ -35,6 +35,9 @@ fn a_value_over_the_limit_is_refused_everywhere_and_changes_nothing() {
     let session = db.begin_session();
     session.write([2; 32], Some(vec![0; OVER]));
     too_large(session.finish(), "a finish");
+    let session = db.begin_session();
+    session.write([2; 32], Some(vec![0; OVER]));
+    too_large(session.into_pending(), "a pending session");
     assert_eq!(db.root().unwrap(), root);
     assert_eq!(db.read(&[2; 32]).unwrap(), None);
 

@@ -242,9 +242,10 @@ fn run_nomt(args: &RunArgs, dir: &Path, settings: &NomtSettings) -> Result<Run, 
     harness::announce(args, import, dir);
     let initial_root = nomt_engine::root(&db);
     let mut pipeline = nomt_engine::Pipeline::default();
-    let mut stats = harness::workloads(args, |config| match args.pipeline {
-        true => pipeline.run(&db, &mut accounts, config),
-        false => nomt_engine::run_workload(&db, &mut accounts, config),
+    let mut stats = harness::workloads(args, |config| match (config, args.pipeline) {
+        (Some(config), true) => pipeline.run(&db, &mut accounts, config).map(Some),
+        (Some(config), false) => nomt_engine::run_workload(&db, &mut accounts, config).map(Some),
+        (None, _) => Ok(None),
     })?;
     // The last commit belongs to the last workload's time.
     let tail = pipeline.wait(&db)?;

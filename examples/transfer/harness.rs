@@ -216,10 +216,19 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
     let mut pipeline = workload::Pipeline::default();
     let held = args.hold_snapshot.then(|| db.begin_session());
     let mut most_kept = 0;
-    let mut stats = workloads(args, |config| {
-        let stats = match args.pipeline {
-            true => pipeline.run(&db, &mut accounts, config)?,
-            false => workload::run_workload(&db, &mut accounts, config)?,
+    let stats = workloads(args, |config| {
+        let stats = match (config, args.pipeline) {
+            (Some(config), true) => pipeline.run(&db, &mut accounts, config)?,
+            (Some(config), false) => Some(workload::run_workload(&db, &mut accounts, config)?),
+            // The last commit belongs to the last workload's time.
+            (None, _) => {
+                let start = Instant::now();
+                let mut last = pipeline.wait()?;
+                if let Some(last) = &mut last {
+                    last.total += start.elapsed();
+                }
+                last
+            }
         };
         most_kept = most_kept.max(db.metrics().retained_version_bytes);
         Ok(stats)
@@ -234,11 +243,6 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
             most_kept as f64 / (1 << 20) as f64,
             args.snapshot_budget_mib,
         );
-    }
-    // The last commit belongs to the last workload's time.
-    let tail = pipeline.wait()?;
-    if let Some(last) = stats.last_mut() {
-        last.total += tail;
     }
     let disk_after = probe::disk_read_latency(&db_dir, probe::READS);
     let db_bytes = workload::dir_bytes(&db_dir);
@@ -294,10 +298,13 @@ pub fn announce(args: &RunArgs, import: Option<Duration>, dir: &Path) {
     }
 }
 
-/// Runs the workloads, printing each (JSON) or a progress bar.
+/// Runs the workloads, printing each (JSON) or a progress bar as it is
+/// done: `run` runs the next and returns the one it completed, if any (a
+/// pipeline completes each a call late); called once more with `None`, it
+/// completes what is left.
 pub fn workloads(
     args: &RunArgs,
-    mut run: impl FnMut(&Config) -> Result<WorkloadStats, BoxError>,
+    mut run: impl FnMut(Option<&Config>) -> Result<Option<WorkloadStats>, BoxError>,
 ) -> Result<Vec<WorkloadStats>, BoxError> {
     workload::reset_peak_rss();
     let cold_ok = !args.cold || workload::drop_os_cache();
@@ -306,11 +313,14 @@ pub fn workloads(
     }
     let config = args.config();
     let mut runs = Vec::new();
-    for i in 0..args.workloads {
-        if args.cold && cold_ok {
+    for i in 0..=args.workloads {
+        if args.cold && cold_ok && i < args.workloads {
             workload::drop_os_cache();
         }
-        let s = run(&config)?;
+        let Some(s) = run((i < args.workloads).then_some(&config))? else {
+            continue;
+        };
+        let i = runs.len();
         if args.json {
             println!(
                 "{}",

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pagetrie::{Db, Error, Finished, ImportProgress, Metrics, Options, Overlay, Session};
+use pagetrie::{Db, Error, ImportProgress, Metrics, Options, Pending, Session};
 
 /// The key of account `id`.
 pub fn account_key(id: u64) -> [u8; 32] {
@@ -348,7 +348,7 @@ pub fn run_workload(
 /// and the metrics and OS counters from before it.
 fn execute(
     db: &Db,
-    parent: Option<&Overlay>,
+    parent: Option<&Pending>,
     accounts: &mut Accounts,
     config: &Config,
 ) -> Result<(WorkloadStats, Session, Metrics, (u64, u64)), Error> {
@@ -357,7 +357,7 @@ fn execute(
     let os_before = os_io_bytes();
     let start = Instant::now();
     let session = match parent {
-        Some(parent) => db.begin_session_on(parent),
+        Some(parent) => db.begin_session_on_pending(parent)?,
         None => db.begin_session(),
     };
     let (read_time, reads) = on_threads(&transfers, config.threads, |slice| {
@@ -378,20 +378,6 @@ fn execute(
     Ok((stats, session, before, os_before))
 }
 
-/// Finishes `session` (root and witness, nothing durable yet), adding the
-/// time and the witness to `stats`.
-fn finish(session: Session, stats: &mut WorkloadStats) -> Result<Finished, Error> {
-    let finish_start = Instant::now();
-    let finished = session.finish()?;
-    let took = finish_start.elapsed();
-    stats.finish = Some(took);
-    stats.total += took;
-    stats.witness_bytes = finished.witness().encoded_len() as u64;
-    stats.account_updates = finished.witness().writes.len() as u64;
-    stats.root = finished.root();
-    Ok(finished)
-}
-
 /// Adds the disk and cache figures since `before` and `os_before` to `stats`.
 fn account(db: &Db, before: &Metrics, os_before: (u64, u64), stats: &mut WorkloadStats) {
     let os_after = os_io_bytes();
@@ -400,53 +386,76 @@ fn account(db: &Db, before: &Metrics, os_before: (u64, u64), stats: &mut Workloa
     delta(before, &db.metrics(), stats);
 }
 
-/// Workloads as a pipeline: each executes on the overlay of the one before
-/// while that one is committed on another thread.
+/// Workloads as a pipeline: each executes on the writes of the one before
+/// ([`pagetrie::Pending`]) while that one's trie update and commit run on
+/// another thread.
 #[derive(Default)]
 pub struct Pipeline {
-    parent: Option<Overlay>,
-    committing: Option<std::thread::JoinHandle<Result<Duration, Error>>>,
+    parent: Option<Pending>,
+    /// The workload in flight: its figures so far, and its update and commit.
+    in_flight: Option<(
+        WorkloadStats,
+        std::thread::JoinHandle<Result<Committed, Error>>,
+    )>,
+}
+
+/// What a pipelined workload's update and commit gave.
+struct Committed {
+    took: Duration,
+    root: [u8; 32],
+    witness_bytes: u64,
+    account_updates: u64,
 }
 
 impl Pipeline {
-    /// Runs one workload: executes and finishes it on the previous one's
-    /// overlay, waits for the previous commit, and starts its own. Its
-    /// `total` is the time the pipeline took for it (execution, finish and
-    /// the wait); `commit_and_prove` is its finish plus the previous
-    /// workload's commit, which ran meanwhile.
+    /// Runs one workload: executes it on the previous one's writes, waits
+    /// for the previous update and commit, and starts its own. Returns the
+    /// previous workload, now committed. A workload's `total` is the time
+    /// of the call that executed it (execution and that wait); its
+    /// `commit_and_prove` is its own update and commit, beside the next
+    /// workload's execution.
     pub fn run(
         &mut self,
         db: &Db,
         accounts: &mut Accounts,
         config: &Config,
-    ) -> Result<WorkloadStats, Error> {
+    ) -> Result<Option<WorkloadStats>, Error> {
         let start = Instant::now();
         let (mut stats, session, before, os_before) =
             execute(db, self.parent.as_ref(), accounts, config)?;
-        let finished = finish(session, &mut stats)?;
-        let overlay = finished.into_overlay();
+        let pending = session.into_pending()?;
         let previous = self.wait()?;
-        stats.commit_and_prove = stats.finish.unwrap_or_default() + previous;
-        let committing = overlay.clone();
-        self.committing = Some(std::thread::spawn(move || {
+        let committing = pending.clone();
+        let handle = std::thread::spawn(move || {
             let started = Instant::now();
-            committing.commit()?;
-            Ok(started.elapsed())
-        }));
-        self.parent = Some(overlay);
+            let overlay = committing.commit()?;
+            Ok(Committed {
+                took: started.elapsed(),
+                root: overlay.root(),
+                witness_bytes: overlay.witness().encoded_len() as u64,
+                account_updates: overlay.witness().writes.len() as u64,
+            })
+        });
+        self.parent = Some(pending);
         stats.total = start.elapsed();
         account(db, &before, os_before, &mut stats);
-        Ok(stats)
+        self.in_flight = Some((stats, handle));
+        Ok(previous)
     }
 
-    /// Waits for the commit in flight, if any; returns how long it took.
-    pub fn wait(&mut self) -> Result<Duration, Error> {
-        match self.committing.take() {
-            Some(handle) => handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            None => Ok(Duration::ZERO),
-        }
+    /// Waits for the workload in flight, if any, and returns it committed.
+    pub fn wait(&mut self) -> Result<Option<WorkloadStats>, Error> {
+        let Some((mut stats, handle)) = self.in_flight.take() else {
+            return Ok(None);
+        };
+        let c = handle
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        stats.commit_and_prove = c.took;
+        stats.root = c.root;
+        stats.witness_bytes = c.witness_bytes;
+        stats.account_updates = c.account_updates;
+        Ok(Some(stats))
     }
 }
 

@@ -15,6 +15,7 @@ mod import;
 mod metrics;
 mod options;
 mod overlay;
+mod pending;
 mod prefetch;
 mod range;
 mod restore;
@@ -32,6 +33,7 @@ pub use import::ImportProgress;
 pub use metrics::Metrics;
 pub use options::Options;
 pub use overlay::Overlay;
+pub use pending::Pending;
 pub use restore::Restore;
 pub use session::{CommitOutput, Finished, Session};
 
@@ -252,7 +254,8 @@ impl Db {
     /// A session on the current root. Many may exist; the first to commit wins,
     /// and the others are then refused with [`Error::StaleSession`].
     pub fn begin_session(&self) -> Session {
-        Session::new(self.shared.clone(), overlay::Base::committed(&self.shared))
+        let base = overlay::Base::committed(&self.shared);
+        Session::new(self.shared.clone(), pending::Footing::Known(base))
     }
 
     /// A session on `parent`'s state: it reads through `parent` and its
@@ -261,7 +264,19 @@ impl Db {
     /// committed wins, and the others are refused with
     /// [`Error::StaleSession`].
     pub fn begin_session_on(&self, parent: &Overlay) -> Session {
-        Session::new(self.shared.clone(), parent.base())
+        Session::new(self.shared.clone(), pending::Footing::Known(parent.base()))
+    }
+
+    /// A session on `parent`'s state, before its trie update has run: it
+    /// reads through `parent`'s writes and those below it at once; finishing,
+    /// committing or proving it, or asking its [`Session::prev_root`], runs
+    /// `parent`'s update first unless it ran ([`Pending::finish`]). Fails with
+    /// [`Error::PendingFailed`] if that update ran and failed.
+    pub fn begin_session_on_pending(&self, parent: &Pending) -> Result<Session, Error> {
+        Ok(Session::new(
+            self.shared.clone(),
+            parent.footing(&self.shared)?,
+        ))
     }
 
     /// The database's counters.

@@ -28,7 +28,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use super::commit::{Prepared, UpdateInput};
 use super::history::{Head, Pin};
-use super::Shared;
+use super::{CommitOutput, Shared};
 use super::{KeyedValues, Reads};
 use crate::page_store::PageStore;
 use crate::trie::proof::MultiProof;
@@ -65,6 +65,18 @@ impl Base {
             parent: Mutex::new(None),
             unwritten: None,
             covers: 0,
+        }
+    }
+
+    /// The same state, pinned again, for another session.
+    pub(super) fn duplicate(&self, shared: &Arc<Shared>) -> Base {
+        Base {
+            head: self.head,
+            below: self.below,
+            pin: Pin::at(&shared.snapshots, self.pin.seqno()),
+            parent: Mutex::new(self.parent()),
+            unwritten: self.unwritten.clone(),
+            covers: self.covers,
         }
     }
 
@@ -233,6 +245,26 @@ impl Overlay {
                 view,
                 pending: Mutex::new(Some(prepared)),
                 committed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// A session's commit on `base`, a committed state, as an overlay: for
+    /// the sessions that build on it.
+    pub(super) fn of_commit(shared: Arc<Shared>, base: Base, out: CommitOutput) -> Overlay {
+        Overlay {
+            node: Arc::new(OverlayNode {
+                shared,
+                head: Head {
+                    seqno: base.head.seqno + 1,
+                    root: out.root,
+                },
+                witness: out.witness,
+                base,
+                own: Unwritten::default(),
+                view: Unwritten::default(),
+                pending: Mutex::new(None),
+                committed: AtomicBool::new(true),
             }),
         }
     }

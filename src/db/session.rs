@@ -8,10 +8,12 @@ use parking_lot::Mutex;
 use super::commit::Prepared;
 use super::hint_filter::HintFilter;
 use super::overlay::{Base, Overlay};
+use super::pending::{Footing, Pending};
 use super::prefetch::Hint;
 use super::{KeyedValues, Reads, Shared};
 use crate::trie::proof::{MultiProof, Witness};
 use crate::trie::{hash_value, KeyPath, KeyWords, Node, ValueHash};
+use crate::update::Unwritten;
 use crate::Error;
 
 /// A finished session: its new root and witness, computed on its base, not yet
@@ -97,7 +99,7 @@ pub struct CommitOutput {
 /// ```
 pub struct Session {
     shared: Arc<Shared>,
-    base: Base,
+    pub(super) footing: Footing,
     writes: Mutex<BTreeMap<KeyWords, Option<Vec<u8>>>>,
     /// Keys read and the hash of the value each had, if present: each key
     /// once, so a session that reads one key over and over holds one entry.
@@ -108,10 +110,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session on `base`.
-    pub(super) fn new(shared: Arc<Shared>, base: Base) -> Session {
+    /// A session on `footing`.
+    pub(super) fn new(shared: Arc<Shared>, footing: Footing) -> Session {
         Session {
-            base,
+            footing,
             writes: Mutex::new(BTreeMap::new()),
             reads: Mutex::new(HashMap::new()),
             hinted: Mutex::new(HintFilter::new(shared.options.prefetch_hints)),
@@ -119,9 +121,11 @@ impl Session {
         }
     }
 
-    /// The root this session started from.
-    pub fn prev_root(&self) -> Node {
-        self.base.head.root
+    /// The root this session started from. On a [`Pending`] session whose
+    /// update has not run, it runs it first ([`Pending::finish`]), and fails
+    /// as that does.
+    pub fn prev_root(&self) -> Result<Node, Error> {
+        Ok(self.footing.resolve()?.head.root)
     }
 
     /// A hint that `key` will be read or written: starts loading the trie pages on
@@ -154,7 +158,7 @@ impl Session {
         if let Some(written) = self.writes.lock().get(&KeyWords::new(key)) {
             return Ok(written.clone());
         }
-        let value = self.base.read(&self.shared, key)?;
+        let value = self.footing.read(&self.shared, key)?;
         // Hashed now, while the value is at hand: the commit then knows the
         // leaf of a key that was read before it was written without reading
         // its bucket again.
@@ -177,11 +181,20 @@ impl Session {
     /// a value over [`crate::MAX_VALUE_LEN`] bytes. On an overlay, it is
     /// [`Session::finish`] then [`Finished::commit`].
     pub fn commit_and_prove(self) -> Result<CommitOutput, Error> {
-        if self.base.unwritten.is_some() {
+        let Some(head) = self.committed_base() else {
             return self.finish()?.commit();
-        }
+        };
         let (writes, reads) = self.take();
-        self.shared.commit(self.base.head, writes, reads, true)
+        self.shared.commit(head, writes, reads, true)
+    }
+
+    /// Its base if that is a committed state (no overlay or pending
+    /// session in between).
+    fn committed_base(&self) -> Option<crate::db::history::Head> {
+        match &self.footing {
+            Footing::Known(base) if base.unwritten.is_none() => Some(base.head),
+            _ => None,
+        }
     }
 
     /// The new root and the witness of the session's writes on its base, with
@@ -211,12 +224,58 @@ impl Session {
 
     fn finish_proving(self, prove: bool) -> Result<Finished, Error> {
         let (writes, reads) = self.take();
-        let prepared = self.shared.finish(&self.base, writes, reads, prove)?;
+        let base = self.footing.into_base()?;
+        let prepared = self.shared.finish(&base, writes, reads, prove)?;
         Ok(Finished {
             shared: self.shared,
             prepared,
-            base: self.base,
+            base,
         })
+    }
+
+    /// Ends the session without its trie update: its writes become a
+    /// [`Pending`] session that sessions build on at once
+    /// ([`crate::Db::begin_session_on_pending`]), and whose update runs when
+    /// [`Pending::finish`] is called (on any thread) or a session on it needs
+    /// its root. So a node executes the next block while this one's root is
+    /// computed and written.
+    ///
+    /// Fails with [`Error::ValueTooLarge`] for a value over
+    /// [`crate::MAX_VALUE_LEN`] bytes; a stale base shows when it finishes.
+    pub fn into_pending(self) -> Result<Pending, Error> {
+        let shared = self.shared.clone();
+        Pending::new(&shared, self)
+    }
+
+    /// Commits it as a pending session does ([`Pending::commit`]): on a
+    /// committed state, the update overlapping the writes as in
+    /// [`Session::commit_and_prove`]; else finished, then committed after
+    /// the overlays below.
+    pub(super) fn commit_as_overlay(self) -> Result<Overlay, Error> {
+        let (writes, reads) = self.take();
+        let base = self.footing.into_base()?;
+        if base.unwritten.is_some() {
+            let prepared = self.shared.finish(&base, writes, reads, true)?;
+            let overlay = Overlay::new(self.shared, prepared, base);
+            overlay.commit()?;
+            return Ok(overlay);
+        }
+        let out = self.shared.commit(base.head, writes, reads, true)?;
+        Ok(Overlay::of_commit(self.shared, base, out))
+    }
+
+    /// Its writes as a view's values, each with its hash; fails for a value
+    /// too large to commit.
+    pub(super) fn writes_as_view(&self) -> Result<Unwritten, Error> {
+        let mut view = Unwritten::default();
+        for (key, value) in self.writes.lock().iter() {
+            crate::check_value_len(value.as_ref().map_or(0, Vec::len))?;
+            let entry = value
+                .as_ref()
+                .map(|v| (hash_value(v), Arc::from(v.as_slice())));
+            view.values.insert(key.key(), entry);
+        }
+        Ok(view)
     }
 
     /// A multi-proof of `keys` (present or absent) at the session's base root,
@@ -227,20 +286,17 @@ impl Session {
     /// has left the session's base this fails with [`Error::StaleSession`],
     /// like committing would.
     pub fn prove(&self, keys: &[KeyPath]) -> Result<MultiProof, Error> {
-        self.shared.prove(&self.base, keys)
+        self.shared.prove(&*self.footing.resolve()?, keys)
     }
 
     /// Commits like [`Session::commit_and_prove`], without building a witness;
     /// returns the new root.
     pub fn commit(self) -> Result<Node, Error> {
-        if self.base.unwritten.is_some() {
+        let Some(head) = self.committed_base() else {
             return Ok(self.finish_proving(false)?.commit()?.root);
-        }
+        };
         let (writes, reads) = self.take();
-        Ok(self
-            .shared
-            .commit(self.base.head, writes, reads, false)?
-            .root)
+        Ok(self.shared.commit(head, writes, reads, false)?.root)
     }
 
     /// Entries in the read log.
