@@ -3,11 +3,12 @@
 //! block n's root is computed and written on another thread.
 //!
 //! A pending session keeps its session (writes, reads, base) until its
-//! update runs, once: when [`Pending::finish`] is called or a session built
-//! on it needs its root. It then becomes an [`Overlay`], and everything an
-//! overlay does (commit, forks, sessions on it) is the overlay's. What this
-//! module owns is the read view of sessions built on pending ones: their
-//! writes over the base of the oldest one still waiting. It may not touch the
+//! update runs, once: when [`Pending::finish`] or [`Pending::commit`] is
+//! called or a session built on it needs its root. It then becomes an
+//! [`Overlay`], and everything an overlay does (commit, forks, sessions on
+//! it) is the overlay's. What this module owns is what sessions built on
+//! pending ones read: the writes of the pending sessions below them, over
+//! the newest state of the chain whose root is known. It may not touch the
 //! trie or the stores.
 
 use std::sync::{Arc, OnceLock};
@@ -22,10 +23,11 @@ use crate::Error;
 
 /// A session ended without its trie update ([`Session::into_pending`]):
 /// its writes are fixed and sessions build on them
-/// ([`crate::Db::begin_session_on_pending`]); its root, witness and commit
-/// come once [`Pending::finish`] has run its update. Cheap to clone;
-/// `Send + Sync`, so another thread may finish and commit it while
-/// the next block executes on it.
+/// ([`crate::Db::begin_session_on_pending`]); its root and witness come
+/// once its update has run ([`Pending::finish`], or [`Pending::commit`],
+/// which also makes it durable). Cheap to clone; `Send + Sync`, so another
+/// thread may commit it while the next block executes on it
+/// (`examples/pipeline.rs`).
 ///
 /// ```
 /// # let dir = tempfile::tempdir()?;
@@ -35,13 +37,14 @@ use crate::Error;
 /// let pending = block.into_pending()?;
 /// // Its root is computed and made durable on another thread...
 /// let committing = pending.clone();
-/// let writer = std::thread::spawn(move || committing.finish()?.commit());
+/// let writer = std::thread::spawn(move || committing.commit());
 /// // ...while the next block reads its writes.
 /// let next = db.begin_session_on_pending(&pending)?;
 /// assert_eq!(next.read(&[1; 32])?, Some(vec![1]));
 /// next.write([2; 32], Some(vec![2]));
-/// let root = writer.join().expect("no panic")?;
-/// assert_eq!(next.prev_root()?, root);
+/// let committed = writer.join().expect("no panic")?;
+/// assert_eq!(committed.witness().verify_update(&committed.prev_root())?, committed.root());
+/// assert_eq!(next.prev_root()?, committed.root());
 /// let out = next.commit_and_prove()?;
 /// assert_eq!(db.root()?, out.root);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -82,7 +85,7 @@ pub(super) enum Footing {
         parent: Pending,
         /// The writes of the pending sessions down to `below`, newest over.
         view: Unwritten,
-        /// The base of the oldest of them that was waiting when this began.
+        /// The newest state below them whose root is known, pinned.
         below: Base,
     },
 }
