@@ -47,14 +47,11 @@ fn execute(session: &Session, n: u64, args: &Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// A new database holding the accounts, each with a balance of 1000.
 fn open(args: &Args) -> Result<(tempfile::TempDir, Db), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let db = Db::open(Options::new(dir.path()))?;
-    let session = db.begin_session();
-    for i in 0..args.accounts {
-        session.write(key(i), Some(1000u64.to_le_bytes().to_vec()));
-    }
-    session.commit()?;
+    let accounts = (0..args.accounts).map(|i| (key(i), 1000u64.to_le_bytes().to_vec()));
+    let db = Db::import(Options::new(dir.path().join("db")), accounts, |_| {})?;
     Ok((dir, db))
 }
 

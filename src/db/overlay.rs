@@ -232,39 +232,40 @@ impl Overlay {
         let own = prepared.unwritten();
         let mut view = base.unwritten.clone().unwrap_or_default();
         view.extend(&own);
-        Overlay {
-            node: Arc::new(OverlayNode {
-                shared,
-                head: Head {
-                    seqno: base.head.seqno + 1,
-                    root: prepared.root,
-                },
-                witness: prepared.witness.clone(),
-                base,
-                own,
-                view,
-                pending: Mutex::new(Some(prepared)),
-                committed: AtomicBool::new(false),
-            }),
-        }
+        let (root, witness) = (prepared.root, prepared.witness.clone());
+        Overlay::from_parts(shared, base, (root, witness), (own, view), Some(prepared))
     }
 
     /// A session's commit on `base`, a committed state, as an overlay: for
     /// the sessions that build on it.
     pub(super) fn of_commit(shared: Arc<Shared>, base: Base, out: CommitOutput) -> Overlay {
+        let changes = (Unwritten::default(), Unwritten::default());
+        Overlay::from_parts(shared, base, (out.root, out.witness), changes, None)
+    }
+
+    /// One commit past `base`: its root and witness, its own changes and its
+    /// view, and its update (`None`: committed).
+    fn from_parts(
+        shared: Arc<Shared>,
+        base: Base,
+        (root, witness): (Node, Witness),
+        (own, view): (Unwritten, Unwritten),
+        pending: Option<Prepared>,
+    ) -> Overlay {
+        let committed = AtomicBool::new(pending.is_none());
         Overlay {
             node: Arc::new(OverlayNode {
                 shared,
                 head: Head {
                     seqno: base.head.seqno + 1,
-                    root: out.root,
+                    root,
                 },
-                witness: out.witness,
+                witness,
                 base,
-                own: Unwritten::default(),
-                view: Unwritten::default(),
-                pending: Mutex::new(None),
-                committed: AtomicBool::new(true),
+                own,
+                view,
+                pending: Mutex::new(pending),
+                committed,
             }),
         }
     }
