@@ -140,12 +140,17 @@ fn a_pending_block_whose_base_another_fork_left_fails_and_so_do_sessions_on_it()
     let block = db.begin_session();
     block.write(key(1), Some(vec![1]));
     let pending = block.into_pending().unwrap();
+    let also = db.begin_session();
+    also.write(key(2), Some(vec![1]));
+    let also = also.into_pending().unwrap();
     let on_it = db.begin_session_on_pending(&pending).unwrap();
     assert_eq!(on_it.read(&key(1)).unwrap(), Some(vec![1]));
     let fork = db.begin_session();
     fork.write(key(1), Some(vec![2]));
     let fork_root = fork.commit().unwrap();
     assert!(matches!(pending.finish(), Err(Error::StaleSession)));
+    assert!(matches!(also.commit(), Err(Error::StaleSession)));
+    assert!(matches!(also.commit(), Err(Error::PendingFailed)));
     assert!(matches!(pending.finish(), Err(Error::PendingFailed)));
     assert!(matches!(on_it.prev_root(), Err(Error::PendingFailed)));
     assert!(matches!(on_it.commit(), Err(Error::PendingFailed)));

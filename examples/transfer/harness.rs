@@ -55,10 +55,11 @@ pub struct RunArgs {
     /// Drop the OS page cache before each workload (needs root).
     #[arg(long)]
     pub cold: bool,
-    /// Execute each workload on the overlay of the one before while that one
-    /// commits on another thread (side by side, NOMT executes on the
-    /// overlay of the one before and commits that one after, as its API
-    /// allows: it holds commits back while a session is live).
+    /// Execute each workload on the writes of the one before while that
+    /// one's trie update and commit run on another thread (pagetrie's
+    /// pending sessions; side by side, NOMT executes on the overlay of the
+    /// one before and commits that one after, as its API allows: an overlay
+    /// needs its root, and NOMT holds commits back while a session is live).
     #[arg(long)]
     pub pipeline: bool,
     /// One JSON object per workload, then a summary, instead of the table.

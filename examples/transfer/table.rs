@@ -205,7 +205,7 @@ pub fn table(args: &RunArgs, columns: &[(&str, &Value)]) {
         if args.cold { ", cold OS cache" } else { "" }
     );
     if args.pipeline {
-        println!("  pipelined: each workload executes on the overlay of the one before (pagetrie commits that one meanwhile, NOMT after)");
+        println!("  pipelined: each workload executes on the writes of the one before (pagetrie updates and commits that one meanwhile; NOMT on its overlay, committed after)");
     }
     let mut header = format!("  {:<32}", "");
     for (name, _) in columns {

@@ -175,9 +175,13 @@ impl Pending {
     /// its update has not run, the update overlaps the writes, as in
     /// [`Session::commit_and_prove`]: the way to commit a pipeline's block.
     ///
-    /// Fails as [`Pending::finish`] and [`Overlay::commit`] do.
+    /// Fails as [`Pending::finish`] and [`Overlay::commit`] do. On an
+    /// uncommitted parent, a failed commit leaves its overlay, which a later
+    /// call commits again; on a committed state the update and the commit
+    /// are one step, and its failure fails later calls with
+    /// [`Error::PendingFailed`].
     pub fn commit(&self) -> Result<Overlay, Error> {
-        let overlay = self.run(Session::commit_as_overlay)?;
+        let overlay = self.run(Session::finish_committing)?;
         overlay.commit()?;
         Ok(overlay)
     }

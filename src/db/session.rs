@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 
 use super::commit::Prepared;
 use super::hint_filter::HintFilter;
+use super::history::Head;
 use super::overlay::{Base, Overlay};
 use super::pending::{Footing, Pending};
 use super::prefetch::Hint;
@@ -190,7 +191,7 @@ impl Session {
 
     /// Its base if that is a committed state (no overlay or pending
     /// session in between).
-    fn committed_base(&self) -> Option<crate::db::history::Head> {
+    fn committed_base(&self) -> Option<Head> {
         match &self.footing {
             Footing::Known(base) if base.unwritten.is_none() => Some(base.head),
             _ => None,
@@ -236,8 +237,8 @@ impl Session {
     /// Ends the session without its trie update: its writes become a
     /// [`Pending`] session that sessions build on at once
     /// ([`crate::Db::begin_session_on_pending`]), and whose update runs when
-    /// [`Pending::finish`] is called (on any thread) or a session on it needs
-    /// its root. So a node executes the next block while this one's root is
+    /// [`Pending::finish`] or [`Pending::commit`] is called (on any thread)
+    /// or a session on it needs its root. So a node executes the next block while this one's root is
     /// computed and written.
     ///
     /// Fails with [`Error::ValueTooLarge`] for a value over
@@ -247,18 +248,15 @@ impl Session {
         Pending::new(&shared, self)
     }
 
-    /// Commits it as a pending session does ([`Pending::commit`]): on a
-    /// committed state, the update overlapping the writes as in
-    /// [`Session::commit_and_prove`]; else finished, then committed after
-    /// the overlays below.
-    pub(super) fn commit_as_overlay(self) -> Result<Overlay, Error> {
+    /// Finishes it into an overlay for [`Pending::commit`]: on a committed
+    /// state it commits too, the update overlapping the writes as in
+    /// [`Session::commit_and_prove`]; else the overlay is left to commit.
+    pub(super) fn finish_committing(self) -> Result<Overlay, Error> {
         let (writes, reads) = self.take();
         let base = self.footing.into_base()?;
         if base.unwritten.is_some() {
             let prepared = self.shared.finish(&base, writes, reads, true)?;
-            let overlay = Overlay::new(self.shared, prepared, base);
-            overlay.commit()?;
-            return Ok(overlay);
+            return Ok(Overlay::new(self.shared, prepared, base));
         }
         let out = self.shared.commit(base.head, writes, reads, true)?;
         Ok(Overlay::of_commit(self.shared, base, out))
