@@ -138,9 +138,11 @@ pub enum Error {
         /// Its error.
         source: alloc::boxed::Box<Error>,
     },
-    /// The trie update of the pending session ([`crate::Pending`]) this
-    /// builds on failed earlier; the call that ran it got its error. Nothing
-    /// changed; begin a new session on a known state.
+    /// The trie update or commit of the pending session
+    /// ([`crate::Pending`]) this builds on failed earlier; the call that ran
+    /// it got its error, which says whether that commit is durable
+    /// ([`Error::CommitDurable`], [`Error::CommitInDoubt`]). Nothing changed
+    /// in this call; begin a new session on a known state.
     PendingFailed,
 }
 

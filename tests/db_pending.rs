@@ -103,6 +103,7 @@ fn a_chain_of_waiting_pending_blocks_finishes_from_its_tip_in_order() {
         roots.push(root_of(&model));
     }
     // Nothing ran yet: the committed state is the setup's.
+    assert_ne!(db.root().unwrap(), roots[0]);
     let tip = chain[5].finish().unwrap();
     assert_eq!(tip.root(), roots[5]);
     for (pending, root) in chain.iter().zip(&roots) {
@@ -111,6 +112,37 @@ fn a_chain_of_waiting_pending_blocks_finishes_from_its_tip_in_order() {
     tip.commit().unwrap();
     assert_eq!(db.root().unwrap(), roots[5]);
     assert!(chain[2].finish().unwrap().is_committed().unwrap());
+}
+
+/// The overlays a pending block's commit and finish return read that
+/// block's state, however it was committed and whatever commits after.
+#[test]
+fn the_overlay_of_a_committed_pending_block_reads_its_own_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mut model) = setup(&dir, Options::new(dir.path()));
+    let check = |overlay: &pagetrie::Overlay, model: &Model| {
+        for k in 0..520 {
+            assert_eq!(overlay.read(&key(k)).unwrap().as_ref(), model.get(&key(k)));
+        }
+    };
+    // On a committed state: the update runs beside the writes.
+    let first = db.begin_session();
+    execute(&first, 0, &mut model);
+    let first = first.into_pending().unwrap().commit().unwrap();
+    let first_model = model.clone();
+    check(&first, &first_model);
+    // On a pending parent: the parent finished, then both committed.
+    let parent = db.begin_session();
+    execute(&parent, 1, &mut model);
+    let parent = parent.into_pending().unwrap();
+    let parent_model = model.clone();
+    let child = db.begin_session_on_pending(&parent).unwrap();
+    execute(&child, 2, &mut model);
+    let child = child.into_pending().unwrap().commit().unwrap();
+    assert_eq!(db.root().unwrap(), root_of(&model));
+    check(&child, &model);
+    check(&parent.finish().unwrap(), &parent_model);
+    check(&first, &first_model);
 }
 
 #[test]

@@ -273,10 +273,7 @@ impl Db {
     /// `parent`'s update first unless it ran ([`Pending::finish`]). Fails with
     /// [`Error::PendingFailed`] if that update ran and failed.
     pub fn begin_session_on_pending(&self, parent: &Pending) -> Result<Session, Error> {
-        Ok(Session::new(
-            self.shared.clone(),
-            parent.footing(&self.shared)?,
-        ))
+        Ok(Session::new(self.shared.clone(), parent.footing()?))
     }
 
     /// The database's counters.

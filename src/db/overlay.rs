@@ -69,11 +69,11 @@ impl Base {
     }
 
     /// The same state, pinned again, for another session.
-    pub(super) fn duplicate(&self, shared: &Arc<Shared>) -> Base {
+    pub(super) fn duplicate(&self) -> Base {
         Base {
             head: self.head,
             below: self.below,
-            pin: Pin::at(&shared.snapshots, self.pin.seqno()),
+            pin: self.pin.again(),
             parent: Mutex::new(self.parent()),
             unwritten: self.unwritten.clone(),
             covers: self.covers,
@@ -236,10 +236,16 @@ impl Overlay {
         Overlay::from_parts(shared, base, (root, witness), (own, view), Some(prepared))
     }
 
-    /// A session's commit on `base`, a committed state, as an overlay: for
-    /// the sessions that build on it.
-    pub(super) fn of_commit(shared: Arc<Shared>, base: Base, out: CommitOutput) -> Overlay {
-        let changes = (Unwritten::default(), Unwritten::default());
+    /// A session's commit on `base`, a committed state, as an overlay that
+    /// reads its state and that sessions build on: `writes` are the
+    /// session's, as a view's values.
+    pub(super) fn of_commit(
+        shared: Arc<Shared>,
+        base: Base,
+        out: CommitOutput,
+        writes: Unwritten,
+    ) -> Overlay {
+        let changes = (writes.clone(), writes);
         Overlay::from_parts(shared, base, (out.root, out.witness), changes, None)
     }
 

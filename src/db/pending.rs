@@ -142,10 +142,10 @@ impl std::ops::Deref for Resolved<'_> {
 impl Pending {
     /// `session`'s writes, pending; fails with [`Error::ValueTooLarge`] for a
     /// value over [`crate::MAX_VALUE_LEN`] bytes, as its finish would.
-    pub(super) fn new(shared: &Arc<Shared>, session: Session) -> Result<Pending, Error> {
+    pub(super) fn new(session: Session) -> Result<Pending, Error> {
         let own = session.writes_as_view()?;
         let under = match &session.footing {
-            Footing::Known(base) => Under::Known(base.duplicate(shared)),
+            Footing::Known(base) => Under::Known(base.duplicate()),
             Footing::Pending { parent, .. } => Under::Pending(parent.clone()),
         };
         Ok(Pending {
@@ -171,8 +171,9 @@ impl Pending {
 
     /// Makes it durable, after the pending sessions and overlays it builds
     /// on (running their updates and its own unless they ran), and returns
-    /// it as a committed overlay. If everything below it is committed and
-    /// its update has not run, the update overlaps the writes, as in
+    /// it as a committed overlay. If its update has not run and the state
+    /// it builds on is committed by then (the state its session began on,
+    /// or its pending parent's), the update overlaps the writes, as in
     /// [`Session::commit_and_prove`]: the way to commit a pipeline's block.
     ///
     /// Fails as [`Pending::finish`] and [`Overlay::commit`] do. On an
@@ -181,7 +182,9 @@ impl Pending {
     /// are one step, and its failure fails later calls with
     /// [`Error::PendingFailed`].
     pub fn commit(&self) -> Result<Overlay, Error> {
-        let overlay = self.run(Session::finish_committing)?;
+        // Its writes, for the overlay a commit makes to read its state.
+        let own = self.node.link.lock().as_ref().map(|l| l.own.clone());
+        let overlay = self.run(|session| session.finish_committing(own.unwrap_or_default()))?;
         overlay.commit()?;
         Ok(overlay)
     }
@@ -192,18 +195,18 @@ impl Pending {
         if let Some(overlay) = self.node.done.get() {
             return Ok(overlay.clone());
         }
+        // The link goes after the overlay is set, so a session beginning
+        // meanwhile finds one or the other (neither: `how` failed, or
+        // panicked).
+        let _unlink = Unlink(&self.node.link);
         let result = how(session.take().ok_or(Error::PendingFailed)?);
-        // Set before the link goes, so a session beginning meanwhile finds
-        // one or the other (neither: the update failed).
-        let result = result.map(|o| self.node.done.get_or_init(|| o).clone());
-        self.node.link.lock().take();
-        result
+        result.map(|o| self.node.done.get_or_init(|| o).clone())
     }
 
     /// What a session on it builds on: the writes of the pending sessions
     /// down to the newest state whose root is known, over that state. Does
     /// not wait for an update.
-    pub(super) fn footing(&self, shared: &Arc<Shared>) -> Result<Footing, Error> {
+    pub(super) fn footing(&self) -> Result<Footing, Error> {
         if let Some(overlay) = self.node.done.get() {
             return Ok(Footing::Known(overlay.base()));
         }
@@ -224,7 +227,7 @@ impl Pending {
                 views.push(own.clone());
                 match under {
                     Under::Pending(parent) => parent.clone(),
-                    Under::Known(base) => break base.duplicate(shared),
+                    Under::Known(base) => break base.duplicate(),
                 }
             };
             link = next;
@@ -238,6 +241,15 @@ impl Pending {
             view,
             below,
         })
+    }
+}
+
+/// Lets go of a pending session's link when dropped.
+struct Unlink<'a>(&'a Mutex<Option<Link>>);
+
+impl Drop for Unlink<'_> {
+    fn drop(&mut self) {
+        self.0.lock().take();
     }
 }
 

@@ -244,14 +244,14 @@ impl Session {
     /// Fails with [`Error::ValueTooLarge`] for a value over
     /// [`crate::MAX_VALUE_LEN`] bytes; a stale base shows when it finishes.
     pub fn into_pending(self) -> Result<Pending, Error> {
-        let shared = self.shared.clone();
-        Pending::new(&shared, self)
+        Pending::new(self)
     }
 
     /// Finishes it into an overlay for [`Pending::commit`]: on a committed
     /// state it commits too, the update overlapping the writes as in
     /// [`Session::commit_and_prove`]; else the overlay is left to commit.
-    pub(super) fn finish_committing(self) -> Result<Overlay, Error> {
+    /// `view` is its writes as a view's values ([`Session::writes_as_view`]).
+    pub(super) fn finish_committing(self, view: Unwritten) -> Result<Overlay, Error> {
         let (writes, reads) = self.take();
         let base = self.footing.into_base()?;
         if base.unwritten.is_some() {
@@ -259,7 +259,7 @@ impl Session {
             return Ok(Overlay::new(self.shared, prepared, base));
         }
         let out = self.shared.commit(base.head, writes, reads, true)?;
-        Ok(Overlay::of_commit(self.shared, base, out))
+        Ok(Overlay::of_commit(self.shared, base, out, view))
     }
 
     /// Its writes as a view's values, each with its hash; fails for a value

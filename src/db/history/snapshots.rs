@@ -233,6 +233,11 @@ impl Pin {
         (pin, head, chain)
     }
 
+    /// Another pin on the same commit.
+    pub(crate) fn again(&self) -> Pin {
+        Pin::at(&self.snapshots, self.seqno)
+    }
+
     /// Pins commit `seqno`, which a pin this one outlives must already keep
     /// readable.
     pub(crate) fn at(snapshots: &Arc<Snapshots>, seqno: u64) -> Pin {
