@@ -357,6 +357,7 @@ fn child(
             args.spare_space_percent
                 .map(|p| format!("--spare-space-percent={p}")),
         )
+        .args(args.clean_regions.then_some("--clean-regions"))
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped());

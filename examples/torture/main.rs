@@ -111,6 +111,7 @@ fn options(dir: &Path) -> Options {
         // every kill, power loss and error can land during cleaning.
         .region_blocks(8)
         .spare_space_percent(25)
+        .clean_regions(true)
         .io_backend(match engine {
             Engine::Uring => IoBackend::IoUring,
             Engine::Threads => IoBackend::ThreadPool,

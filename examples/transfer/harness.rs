@@ -87,6 +87,10 @@ pub struct RunArgs {
     /// runs (`Options::spare_space_percent`; its default if not given).
     #[arg(long)]
     pub spare_space_percent: Option<u8>,
+    /// pagetrie: move blocks out of sparse regions so that commits write
+    /// whole regions (`Options::clean_regions`).
+    #[arg(long)]
+    pub clean_regions: bool,
     /// pagetrie: fill the page cache before open returns
     /// (`Options::warm_at_open`), as NOMT's authors prepopulate its upper
     /// levels at open; otherwise a thread fills it beside the first workloads.
@@ -169,6 +173,7 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
             None => options,
         };
         options
+            .clean_regions(args.clean_regions)
             .page_cache_mib(args.page_cache_mib)
             .value_cache_mib(args.value_cache_mib)
             .commit_workers(args.workers)

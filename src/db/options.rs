@@ -56,6 +56,9 @@ impl std::fmt::Debug for Options {
             .field("snapshot_budget_mib", &self.snapshot_budget_mib)
             .field("catalog_fold_blocks", &self.tuning.fold_blocks)
             .field("history_trim_blocks", &self.tuning.trim_blocks)
+            .field("spare_space_percent", &self.tuning.placement.spare_percent)
+            .field("region_blocks", &self.tuning.placement.region_slots)
+            .field("clean_regions", &self.tuning.placement.cleaning)
             .field("fold_in_background", &self.fold_in_background)
             .field("warm_at_open", &self.warm_at_open)
             .field("slow_commit_threshold", &self.slow_commit_threshold)
@@ -271,30 +274,42 @@ impl Options {
     }
 
     /// Share of the pages and buckets files, in percent, kept free beside a
-    /// commit's writes so that commits write their blocks as long runs
-    /// (default 0, at most 90). A commit fills wholly free regions
-    /// ([`Options::region_blocks`]) in order, else the lowest with a free
-    /// slot; to keep wholly free regions a commit ahead, it also moves the
-    /// live blocks out of the emptiest regions
-    /// ([`crate::Metrics::blocks_moved`]), at most as many as it writes
-    /// of its own, and only into free slots outside them. More spare space
-    /// means longer runs and fewer write requests
-    /// ([`crate::Metrics::write_runs`]), for more disk and the moves' bytes;
-    /// at 0 nothing is moved and the files grow only when no slot is free.
-    /// docs/benchmarks.md ("Writes in long runs") has the curve: at 40,
-    /// runs of hundreds of blocks for about a third more bytes, which did
-    /// not make commits faster on the disk it was measured on. Placement
-    /// only: a database may be reopened with another value.
+    /// commit's writes so that commits write their blocks in runs (default
+    /// 0, at most 90). A commit fills wholly free regions
+    /// ([`Options::region_blocks`]) first; else, while less than this share
+    /// is free, new ones at the end; else the free slots of the regions
+    /// after the one the last commit filled, going round the file. A region
+    /// is filled again only after all the others, having lost meanwhile the
+    /// blocks later commits rewrote, so the spare share means several free
+    /// slots in a row where a commit writes, fewer write requests
+    /// ([`crate::Metrics::write_runs`]) for the same bytes, and larger
+    /// files. [`Options::clean_regions`] adds moves for runs of whole
+    /// regions. docs/benchmarks.md ("Writes in long runs") has the curve.
+    /// Placement only: a database may be reopened with another value.
     pub fn spare_space_percent(mut self, percent: u8) -> Options {
         self.tuning.placement.spare_percent = percent;
+        self
+    }
+
+    /// Whether commits keep wholly free regions by moving the live blocks
+    /// out of the emptiest ones (off by default; nothing moves without a
+    /// [`Options::spare_space_percent`]). On, each commit moves at most as
+    /// many blocks as it writes of its own ([`crate::Metrics::blocks_moved`]),
+    /// only into free slots outside the regions it empties, and the
+    /// commits after it write whole regions: runs of hundreds of blocks
+    /// for the moves' bytes, which did not make commits faster on the disk
+    /// docs/benchmarks.md measured. Placement only: a database may be
+    /// reopened with another value.
+    pub fn clean_regions(mut self, on: bool) -> Options {
+        self.tuning.placement.cleaning = on;
         self
     }
 
     /// Blocks (4 KiB each) in a region of the pages and buckets files
     /// (default 512, 2 MiB; at least 1): the longest run a commit writes
     /// in one place, and the unit the cleaner empties
-    /// ([`Options::spare_space_percent`]). Placement only: a database may
-    /// be reopened with another value.
+    /// ([`Options::clean_regions`]). Placement only: a database may be
+    /// reopened with another value.
     pub fn region_blocks(mut self, blocks: u32) -> Options {
         self.tuning.placement.region_slots = blocks;
         self
@@ -304,7 +319,7 @@ impl Options {
     /// returns, beside the next block's execution (default), or on the
     /// committing thread, lengthening the commit that asks for one. The
     /// same thread reads in the blocks the next commit's cleaning moves
-    /// ([`Options::spare_space_percent`]); off, that commit reads them.
+    /// ([`Options::clean_regions`]); off, that commit reads them.
     pub fn fold_in_background(mut self, on: bool) -> Options {
         self.fold_in_background = on;
         self

@@ -99,6 +99,7 @@ impl Tuning {
         placement: super::Placement {
             region_slots: 8,
             spare_percent: 25,
+            cleaning: true,
         },
     };
 }
