@@ -275,7 +275,7 @@ impl Options {
 
     /// Share of the pages and buckets files, in percent, kept free beside a
     /// commit's writes so that commits write their blocks in runs (default
-    /// 0, at most 90). A commit fills wholly free regions
+    /// 20, at most 90). A commit fills wholly free regions
     /// ([`Options::region_blocks`]) first; else, while less than this share
     /// is free, new ones at the end; else the free slots of the regions
     /// after the one the last commit filled, going round the file. A region
@@ -283,8 +283,10 @@ impl Options {
     /// blocks later commits rewrote, so the spare share means several free
     /// slots in a row where a commit writes, fewer write requests
     /// ([`crate::Metrics::write_runs`]) for the same bytes, and larger
-    /// files. [`Options::clean_regions`] adds moves for runs of whole
-    /// regions. docs/benchmarks.md ("Writes in long runs") has the curve.
+    /// files: at 2^24 accounts, 20 halved the requests and took commits 13
+    /// to 19% shorter than 0, for 30% more disk. [`Options::clean_regions`]
+    /// adds moves for runs of whole regions. docs/benchmarks.md ("Writes in
+    /// long runs") has the curve.
     /// Placement only: a database may be reopened with another value.
     pub fn spare_space_percent(mut self, percent: u8) -> Options {
         self.tuning.placement.spare_percent = percent;

@@ -52,7 +52,7 @@ impl Default for Placement {
     fn default() -> Placement {
         Placement {
             region_slots: 512,
-            spare_percent: 0,
+            spare_percent: 20,
             cleaning: false,
         }
     }
