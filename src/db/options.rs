@@ -77,8 +77,8 @@ impl Options {
 
     /// Options for the database in directory `path` (created if absent), with
     /// [`Options::default_commit_workers`], the I/O engine chosen automatically, a 1 GiB
-    /// page cache, a 256 MiB value cache, 1 GiB for imports, metrics on and a
-    /// history of 64 commits.
+    /// page cache, a 256 MiB value cache, 1 GiB for imports, metrics on, a
+    /// history of 64 commits and a fifth of the files kept free.
     pub fn new(path: impl AsRef<Path>) -> Options {
         Options {
             path: path.as_ref().to_path_buf(),
@@ -286,8 +286,9 @@ impl Options {
     /// files: at 2^24 accounts, 20 halved the requests and took commits 13
     /// to 19% shorter than 0, for 30% more disk. [`Options::clean_regions`]
     /// adds moves for runs of whole regions. docs/benchmarks.md ("Writes in
-    /// long runs") has the curve.
-    /// Placement only: a database may be reopened with another value.
+    /// long runs") has the curve. Placement only: a database may be
+    /// reopened with another value; a larger one grows its files on the
+    /// next commits, a smaller one leaves them as large as they are.
     pub fn spare_space_percent(mut self, percent: u8) -> Options {
         self.tuning.placement.spare_percent = percent;
         self
