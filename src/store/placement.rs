@@ -87,10 +87,12 @@ pub(crate) struct SlotSpace {
     cursors: [Option<u64>; 2],
     /// Regions this plan cleans: nothing is placed in them.
     cleaning: Vec<u32>,
-    /// Where the search for a wholly free region resumes (no region below
-    /// holds one until a publish frees slots), and where the search for
-    /// free slots resumes, from plan to plan, round the file.
-    scan_from: [u32; 2],
+    /// Where the search for a wholly free region resumes: no region below
+    /// holds one until a publish frees slots, so `release` resets it.
+    wholly_free_from: u32,
+    /// Where the search for a region with free slots resumes, kept from
+    /// plan to plan so the plans go round the file.
+    round_from: u32,
     /// Slots this plan allocated.
     allocated: u64,
     /// Slots freed by recent commits and not yet reusable, oldest first.
@@ -113,7 +115,8 @@ impl SlotSpace {
             free_total: 0,
             cursors: [None; 2],
             cleaning: Vec::new(),
-            scan_from: [0; 2],
+            wholly_free_from: 0,
+            round_from: 0,
             allocated: 0,
             held: VecDeque::new(),
             length,
@@ -199,23 +202,23 @@ impl SlotSpace {
         let full = self.placement.region_slots;
         // Within a plan regions only fill, so the scans resume where the
         // last ones stopped.
-        let wholly_free = (self.scan_from[0]..self.regions())
+        let wholly_free = (self.wholly_free_from..self.regions())
             .find(|&r| self.free_in[r as usize] == full && !self.busy(r));
         if let Some(r) = wholly_free {
-            self.scan_from[0] = r;
+            self.wholly_free_from = r;
             return r;
         }
-        self.scan_from[0] = self.regions();
+        self.wholly_free_from = self.regions();
         if self.below_spare() {
             return self.grow();
         }
-        let from = self.scan_from[1].min(self.regions());
+        let from = self.round_from.min(self.regions());
         let partly_free = (from..self.regions())
             .chain(0..from)
             .find(|&r| self.free_in[r as usize] > 0 && !self.busy(r));
         match partly_free {
             Some(r) => {
-                self.scan_from[1] = r;
+                self.round_from = r;
                 r
             }
             None => self.grow(),
@@ -307,7 +310,7 @@ impl SlotSpace {
     /// commits are durable; then chooses the regions the next plan cleans.
     pub(crate) fn release(&mut self, seqno: u64, slots: Vec<u32>) {
         self.cleaning.clear();
-        self.scan_from[0] = 0;
+        self.wholly_free_from = 0;
         let last = std::mem::take(&mut self.allocated);
         self.held.push_back((seqno, slots));
         while let Some((freed_by, _)) = self.held.front() {
