@@ -124,6 +124,26 @@ impl Store {
         )
     }
 
+    /// Reads blocks `indices` of `target` concurrently, handing each to `f`
+    /// with its position in `indices` as it arrives; none once the store is
+    /// unusable.
+    pub(crate) fn read_each(
+        &self,
+        target: Target,
+        indices: impl IntoIterator<Item = u64>,
+        f: impl FnMut(usize, Result<BlockBuf, Error>),
+    ) {
+        if self.check_usable().is_err() {
+            return;
+        }
+        let file = self.file(target);
+        let places = indices
+            .into_iter()
+            .map(|i| (file.clone(), i * BLOCK_SIZE as u64))
+            .collect();
+        self.io.read_each(places, f);
+    }
+
     /// Reads the consecutive blocks of `target` from `first` into `blocks`
     /// in one request on the calling thread, and returns how many there
     /// were (fewer where the file ends). Each counts as a block read.

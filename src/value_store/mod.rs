@@ -31,6 +31,7 @@ mod bench;
 mod bucket;
 mod cache;
 mod directory;
+mod loading;
 mod overflow;
 mod plan;
 #[cfg(test)]
@@ -44,6 +45,7 @@ use parking_lot::RwLock;
 use bucket::INLINE_MAX;
 use bucket::{BucketEntry, Stored};
 use directory::Directory;
+pub(crate) use loading::BucketLoad;
 use overflow::Extents;
 pub(crate) use plan::ValuePlan;
 
@@ -53,6 +55,7 @@ use crate::store::{stored_slot, Fetches, LastSize, Notes, Published, SlotSpace, 
 use crate::trie::{prefix, shares_prefix, KeyPath, ValueHash};
 use crate::Error;
 use cache::ValueCache;
+use loading::InFlight;
 
 struct ValueIndex {
     dir: Directory,
@@ -104,6 +107,8 @@ pub(crate) struct ValueStore {
     counts: CacheCounts,
     /// Buckets the last published plan rewrote: the next plan's room.
     last_plan: LastSize,
+    /// Buckets a load is reading, which readers wait for.
+    loads: InFlight,
 }
 
 impl ValueStore {
@@ -145,6 +150,7 @@ impl ValueStore {
             cache: ValueCache::new(cache_bytes / BLOCK_SIZE),
             counts: CacheCounts::default(),
             last_plan: LastSize::default(),
+            loads: InFlight::default(),
         })
     }
 
@@ -196,8 +202,10 @@ impl ValueStore {
         if bucket::verify(&block).is_err() {
             return;
         }
-        // Held while caching, so no publish frees the slot in between.
-        let state = self.state.read();
+        // Held while caching, so no publish frees the slot in between;
+        // recursive, so that a publish waiting for the lock does not hold
+        // this back while a plan, holding it, waits for this bucket.
+        let state = self.state.read_recursive();
         // A lookup that raced the prefetch has counted the read already.
         if state.published.is_current(read.generation) && !self.cache.has_bucket(read.slot) {
             self.cache.put_bucket(read.slot, Arc::new(block));
@@ -215,6 +223,15 @@ impl ValueStore {
             .iter()
             .map(|s| self.cache.bucket(*s).map(|b| (Ok(b), false)))
             .collect();
+        // One a load has on its way is waited for and found in the cache,
+        // or, if its read failed, read here.
+        let absent: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
+        if !absent.is_empty() {
+            self.loads.wait_for(absent.iter().map(|&i| slots[i]));
+            for i in absent {
+                found[i] = self.cache.bucket(slots[i]).map(|b| (Ok(b), false));
+            }
+        }
         let missing: Vec<usize> = (0..slots.len()).filter(|&i| found[i].is_none()).collect();
         // A load counts what it caches, once it knows the blocks current.
         if matches!(purpose, Purpose::Lookup | Purpose::Scan) {
@@ -310,25 +327,33 @@ impl ValueStore {
         }
     }
 
-    /// Reads into the cache, all at once, the buckets that `keys` (sorted)
-    /// fall in and that it lacks: at most half the cache's worth, so that
-    /// none pushes another out before it is used. A read that fails is left
-    /// for the reader needing the bucket to report. Through the engine's
-    /// batch, whose wait ends even if the engine drops a job unanswered (a
-    /// ring that died): a wait on the fetcher's arrivals would not.
-    pub(crate) fn load_buckets<'a>(&self, keys: impl Iterator<Item = &'a KeyPath> + Clone) {
+    /// Reads into the cache the buckets that `keys` (sorted) fall in and
+    /// that it lacks, and returns once all are there: [`BucketLoad::run`] of
+    /// [`ValueStore::start_load`].
+    #[cfg(test)]
+    pub(crate) fn load_buckets<'a>(&self, keys: impl Iterator<Item = &'a KeyPath>) {
+        self.start_load(keys).run();
+    }
+
+    /// The buckets that `keys` (sorted) fall in and that the cache lacks, at
+    /// most half the cache's worth, so that none pushes another out before
+    /// it is used: marked on their way, so that from now on a reader that
+    /// needs one waits for [`BucketLoad::run`] to bring it.
+    pub(crate) fn start_load<'a>(&self, keys: impl Iterator<Item = &'a KeyPath>) -> BucketLoad<'_> {
         let room = self.cache.capacity() / 2;
-        let slots_of = |dir: &Directory| {
-            let mut slots: Vec<u32> = keys
-                .clone()
-                .filter_map(|k| dir.bucket_of(k).map(|(_, meta)| meta.slot))
-                .collect();
-            slots.dedup();
-            slots.retain(|s| !self.cache.has_bucket(*s));
-            slots.truncate(room);
-            slots
-        };
-        let _ = self.with_committed(Purpose::Load, slots_of, |_| Ok(()));
+        let state = self.state.read();
+        let mut slots: Vec<u32> = keys
+            .filter_map(|k| state.dir.bucket_of(k).map(|(_, meta)| meta.slot))
+            .collect();
+        slots.dedup();
+        slots.retain(|s| !self.cache.has_bucket(*s));
+        slots.truncate(room);
+        self.loads.start(&slots);
+        BucketLoad {
+            values: self,
+            slots,
+            generation: state.published.generation(),
+        }
     }
 
     /// Reads into the cache the buckets the next plan will move

@@ -85,22 +85,26 @@ impl ValueStore {
             .iter()
             .map(|(k, _)| state.dir.bucket_of(k))
             .collect();
-        // Every bucket with changes, at once: mostly from RAM, where the
-        // commit loaded them before planning (`load_buckets`).
-        let mut touched: Vec<u32> = homes.iter().flatten().map(|(_, meta)| meta.slot).collect();
-        touched.dedup();
-        let blocks = self.read_buckets(&touched, Purpose::Lookup)?;
-        let mut read = std::collections::HashMap::with_capacity(touched.len());
-        for (slot, (block, from_disk)) in touched.into_iter().zip(blocks) {
-            // The trie update beside the plan rebuilds elided subtrees from these
-            // same buckets. They are the published ones: no publish runs
-            // beside a plan (one writer).
+        // Each bucket with changes, in key order, as the commit's load
+        // (`start_load`) brings it: mostly from RAM by then.
+        let mut taken = std::collections::HashSet::with_capacity(changes.len());
+        let mut take = |slot: u32| -> Result<Arc<BlockBuf>, Error> {
+            if !taken.insert(slot) {
+                return Err(Error::corrupt("bucket listed twice"));
+            }
+            let (block, from_disk) = self
+                .read_buckets(&[slot], Purpose::Lookup)?
+                .pop()
+                .ok_or(Error::Internal("a bucket read answered nothing"))?;
+            // The trie update beside the plan rebuilds elided subtrees from
+            // these same buckets. They are the published ones: no publish
+            // runs beside a plan (one writer).
             let block = block?;
             if from_disk {
                 self.cache.put_bucket(slot, block.clone());
             }
-            read.insert(slot, block);
-        }
+            Ok(block)
+        };
 
         // Buckets are rewritten in runs of adjacent ones, so that a bucket left
         // nearly empty merges with the next, and one overflowing can share with it.
@@ -123,13 +127,13 @@ impl ValueStore {
             }
             // A bucket whose changes only write values over others of the
             // same length, standing alone, is copied and written over.
-            if let (Some((min, meta)), None) = (bucket, run.last) {
-                let block = read
-                    .get(&meta.slot)
-                    .ok_or(Error::corrupt("bucket listed twice"))?;
-                let patched = bucket::patch(block, &changes[i..j], seqno)?;
+            let mut block = match bucket {
+                Some((_, meta)) => Some(take(meta.slot)?),
+                None => None,
+            };
+            if let (Some((min, meta)), None, Some(read)) = (bucket, run.last, &block) {
+                let patched = bucket::patch(read, &changes[i..j], seqno)?;
                 if let Some(patched) = patched.filter(|p| p.payload >= SMALL) {
-                    read.remove(&meta.slot);
                     plan.rewrite(min, meta, patched, &changes[i..j])?;
                     if plan.writes.len() >= WRITE_CHUNK {
                         early(&mut plan)?;
@@ -139,11 +143,8 @@ impl ValueStore {
                 }
             }
             old.clear();
-            if let Some((min, meta)) = bucket {
-                let block = read
-                    .remove(&meta.slot)
-                    .ok_or(Error::corrupt("bucket listed twice"))?;
-                bucket::decode_into(&block, &mut old)?;
+            if let (Some((min, meta)), Some(read)) = (bucket, block.take()) {
+                bucket::decode_into(&read, &mut old)?;
                 run.take(min, meta.slot);
             }
             plan.merge(&mut old, &changes[i..j], &mut run.entries);

@@ -252,3 +252,39 @@ fn the_cleaners_reads_count_as_no_lookup_and_fill_no_cache() {
     let (hits, misses, _) = values.cache_counts();
     assert_eq!((hits, misses), (counts.0, counts.1 + 4));
 }
+
+#[test]
+fn a_reader_waits_for_a_bucket_on_its_way_instead_of_reading_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, mins) = bucketed(dir.path());
+    let (store, values) = open(dir.path());
+    let keys: Vec<KeyPath> = mins[1..5].to_vec();
+    let at = reads(&store);
+    let load = values.start_load(keys.iter());
+    std::thread::scope(|s| {
+        // Each reader asks while the load is marked and not yet read.
+        let readers: Vec<_> = keys
+            .iter()
+            .map(|k| s.spawn(|| values.get(k).unwrap()))
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(readers.iter().all(|r| !r.is_finished()), "they wait");
+        load.run();
+        for (k, r) in keys.iter().zip(readers) {
+            assert_eq!(r.join().unwrap(), model.get(k).cloned());
+        }
+    });
+    assert_eq!(reads(&store) - at, 4, "each bucket read once, by the load");
+}
+
+#[test]
+fn a_load_that_never_runs_leaves_its_readers_to_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, mins) = bucketed(dir.path());
+    let (store, values) = open(dir.path());
+    let at = reads(&store);
+    let load = values.start_load(mins[1..3].iter());
+    drop(load);
+    assert_eq!(values.get(&mins[1]).unwrap(), model.get(&mins[1]).cloned());
+    assert_eq!(reads(&store) - at, 1);
+}
