@@ -78,7 +78,8 @@ enum Purpose {
     /// A reader's lookup: counted as a hit or a miss; what the disk gave
     /// is cached where the reader keeps it (not by a plan).
     Lookup,
-    /// Ahead of a commit's lookups: counted as prefetched, and cached.
+    /// Ahead of a commit's moves (`load_victims`): counted as prefetched,
+    /// and cached.
     Load,
     /// A scan passing over: counted as lookups, not cached.
     Scan,
