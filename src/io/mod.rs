@@ -346,21 +346,7 @@ impl Io {
         places: impl IntoIterator<Item = (Arc<DataFile>, u64)>,
     ) -> Result<Vec<BlockBuf>, Error> {
         let places: Vec<(Arc<DataFile>, u64)> = places.into_iter().collect();
-        let mut blocks: Vec<Option<BlockBuf>> = (0..places.len()).map(|_| None).collect();
-        let mut first_error = None;
-        self.read_each(places, |i, read| match read {
-            Ok(block) => blocks[i] = Some(block),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        });
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        blocks
-            .into_iter()
-            .map(|b| b.ok_or(Error::Internal("an I/O job never answered")))
-            .collect()
+        in_order(places.len(), |f| self.read_each(places, f))
     }
 
     /// Reads the blocks at `places` concurrently, handing each to `f` with
@@ -473,21 +459,7 @@ impl<T: Moves> Pending<T> {
     /// Waits for every job; the blocks come back in the order the jobs
     /// were given. Fails with the first error after every job has finished.
     pub(crate) fn wait(self) -> Result<Vec<T>, Error> {
-        let mut slots: Vec<Option<T>> = (0..self.what.len()).map(|_| None).collect();
-        let mut first_error = None;
-        self.each(|i, moved| match moved {
-            Ok(t) => slots[i] = Some(t),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        });
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        slots
-            .into_iter()
-            .map(|t| t.ok_or(Error::Internal("an I/O job never answered")))
-            .collect()
+        in_order(self.what.len(), |f| self.each(f))
     }
 
     /// Hands each job's outcome to `f` as it finishes, with the job's index
@@ -509,6 +481,32 @@ impl<T: Moves> Pending<T> {
             f(i, moved);
         }
     }
+}
+
+/// The `n` outcomes `each` hands over by index, in any order, in index
+/// order; the first error handed over, or one for an index never handed.
+fn in_order<T>(
+    n: usize,
+    each: impl FnOnce(&mut dyn FnMut(usize, Result<T, Error>)),
+) -> Result<Vec<T>, Error> {
+    let mut slots: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    let mut first_error = None;
+    each(&mut |i, outcome| match (outcome, slots.get_mut(i)) {
+        (Ok(t), Some(slot)) => *slot = Some(t),
+        (Ok(_), None) => {
+            first_error.get_or_insert(Error::Internal("an I/O job answered for another"));
+        }
+        (Err(e), _) => {
+            first_error.get_or_insert(e);
+        }
+    });
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    slots
+        .into_iter()
+        .map(|t| t.ok_or(Error::Internal("an I/O job never answered")))
+        .collect()
 }
 
 impl<T> Drop for Pending<T> {
