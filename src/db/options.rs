@@ -286,11 +286,11 @@ impl Options {
     /// files: at 2^24 accounts, 20 halved the requests and took commits 13
     /// to 19% shorter than 0, for 30% more disk; at 2^27, whose blocks are
     /// rewritten more rarely, commits 5% shorter for 24% more disk.
-    /// [`Options::clean_regions`]
-    /// adds moves for runs of whole regions. docs/benchmarks.md ("Writes in
-    /// long runs") has the curve. Placement only: a database may be
-    /// reopened with another value; a larger one grows its files on the
-    /// next commits, a smaller one leaves them as large as they are.
+    /// [`Options::clean_regions`] adds moves for runs of whole regions.
+    /// docs/benchmarks.md ("Writes in long runs") has the curve. Placement
+    /// only: a database may be reopened with another value; a larger one
+    /// grows its files on the next commits, a smaller one leaves them as
+    /// large as they are.
     pub fn spare_space_percent(mut self, percent: u8) -> Options {
         self.tuning.placement.spare_percent = percent;
         self
