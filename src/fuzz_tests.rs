@@ -40,7 +40,11 @@ fn build(dir: &std::path::Path) {
             .plan(
                 &mut pplan,
                 page_changes
-                    .map(|(id, p)| (id, p.map(std::sync::Arc::new)))
+                    .map(|(id, p)| crate::page_store::ChangedPage {
+                        id,
+                        page: p.map(std::sync::Arc::new),
+                        taken: false,
+                    })
                     .collect(),
             )
             .unwrap();

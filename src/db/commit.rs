@@ -146,8 +146,8 @@ impl Prepared {
             };
             u.values.insert(*key, entry);
         }
-        for (id, page) in &self.pages {
-            u.pages.insert(*id, page.clone());
+        for change in &self.pages {
+            u.pages.insert(change.id, change.page.clone());
         }
         u
     }
@@ -313,6 +313,7 @@ impl Shared {
             values: &self.values,
             unwritten,
             seen: &[],
+            take_pages: false,
         }
     }
 
@@ -338,6 +339,7 @@ impl Shared {
         let started = self.clock();
         let tree = Tree {
             seen: &input.seen,
+            take_pages: staging.is_some(),
             ..self.tree(unwritten)
         };
         let trie = update_trie(tree, &head.root, &input.changes, &input.keys, workers, sink)?;

@@ -60,6 +60,14 @@ impl PageCache {
         self.clock.remove(id).is_some()
     }
 
+    /// Takes `id` out unless it is resident.
+    pub(super) fn take(&self, id: &PageId) -> Option<Arc<Page>> {
+        if id.level() < RESIDENT_LEVELS {
+            return None;
+        }
+        self.clock.remove(id)
+    }
+
     pub(super) fn remove(&self, id: &PageId) {
         if id.level() < RESIDENT_LEVELS {
             let _removed = self.resident.write().remove(id);

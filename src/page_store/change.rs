@@ -13,8 +13,19 @@ use crate::trie::page_id::PageId;
 /// the old ones.
 pub(crate) type PageChange = (PageId, Option<Arc<Page>>);
 
+/// A page a commit's trie update changed.
+#[derive(Clone)]
+pub(crate) struct ChangedPage {
+    pub(crate) id: PageId,
+    /// Its new version; `None` deletes it.
+    pub(crate) page: Option<Arc<Page>>,
+    /// The update took the old version out of the page cache to change it
+    /// in place ([`super::PageStore::take_to_change`]): it is stored.
+    pub(crate) taken: bool,
+}
+
 /// The pages a commit changes, each once.
-pub(crate) type PageChanges = Vec<PageChange>;
+pub(crate) type PageChanges = Vec<ChangedPage>;
 
 /// Bytes a [`PageChange`] takes in a record ([`encode_change`]) at most.
 pub(crate) const CHANGE_RECORD_BYTES: usize = 33 + PAGE_SIZE;

@@ -26,7 +26,8 @@ use parking_lot::RwLock;
 
 use cache::PageCache;
 pub(crate) use change::{
-    decode_change, encode_change, PageChange, PageChanges, CHANGE_RAM_BYTES, CHANGE_RECORD_BYTES,
+    decode_change, encode_change, ChangedPage, PageChange, PageChanges, CHANGE_RAM_BYTES,
+    CHANGE_RECORD_BYTES,
 };
 use index::SlotIndex;
 use noted::{index_from, note};
@@ -322,6 +323,16 @@ impl PageStore {
         }
     }
 
+    /// Page `id` taken out of the cache, if it is there below the resident
+    /// levels, for the commit that replaces it to change in place instead of
+    /// a copy: meanwhile a reader fetches it from its slot, which the commit
+    /// does not free before it publishes.
+    pub(crate) fn take_to_change(&self, id: &PageId) -> Option<Arc<Page>> {
+        let page = self.cache.take(id)?;
+        self.counts.count(1, 0);
+        Some(page)
+    }
+
     /// The committed page `id`, or `None` if it is not stored. Safe beside a
     /// commit: only pages of the published state are returned and cached.
     pub(crate) fn get(&self, id: &PageId) -> Result<Option<Arc<Page>>, Error> {
@@ -386,11 +397,12 @@ impl PageStore {
     /// goes to a free slot and its old slot is freed.
     pub(crate) fn plan(&self, plan: &mut PagePlan, changes: PageChanges) -> Result<(), Error> {
         let mut last = HashMap::with_capacity(changes.len());
-        for (i, (id, _)) in changes.iter().enumerate() {
-            last.insert(*id, i);
+        for (i, change) in changes.iter().enumerate() {
+            last.insert(change.id, i);
         }
         let slots = self.slots.read();
-        for (i, (id, change)) in changes.into_iter().enumerate() {
+        for (i, change) in changes.into_iter().enumerate() {
+            let ChangedPage { id, page, taken } = change;
             if last[&id] != i {
                 continue;
             }
@@ -398,9 +410,9 @@ impl PageStore {
             // until then held a commit's worth of pages (180 MB at 2^24
             // accounts) beyond the cache's budget; a read of the published
             // state meanwhile fetches it again.
-            let cached = self.cache.release(&id);
+            let cached = taken || self.cache.release(&id);
             let old = self.slot_of(&slots, &id, cached)?;
-            self.place(plan, id, old, change, Stream::Fresh)?;
+            self.place(plan, id, old, page, Stream::Fresh)?;
         }
         Ok(())
     }
@@ -513,7 +525,7 @@ impl PageStore {
     /// overlay shares them: a commit then writes each from where it lies and
     /// caches it as it is, instead of a copy ([`PageStore::plan`]).
     pub(crate) fn seal_shared(changes: &mut PageChanges) {
-        for page in changes.iter_mut().filter_map(|(_, page)| page.as_mut()) {
+        for page in changes.iter_mut().filter_map(|change| change.page.as_mut()) {
             if let Some(page) = Arc::get_mut(page) {
                 page.seal();
             }

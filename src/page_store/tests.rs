@@ -3,7 +3,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{PagePlan, PageRead, PageStore, Prefetch};
+use super::{ChangedPage, PageChanges, PagePlan, PageRead, PageStore, Prefetch};
 use crate::store::{Batch, Fetches, Store, StoreConfig, Target};
 use crate::test_support::{faulty_store, Rng};
 use crate::trie::page::Page;
@@ -431,10 +431,14 @@ fn a_plan_that_is_never_committed_frees_nothing() {
 }
 
 /// Changes as the trie update hands them over: pages shared.
-fn shared(changes: Vec<(PageId, Option<Page>)>) -> Vec<(PageId, Option<Arc<Page>>)> {
+fn shared(changes: Vec<(PageId, Option<Page>)>) -> PageChanges {
     changes
         .into_iter()
-        .map(|(id, page)| (id, page.map(Arc::new)))
+        .map(|(id, page)| ChangedPage {
+            id,
+            page: page.map(Arc::new),
+            taken: false,
+        })
         .collect()
 }
 
@@ -567,7 +571,7 @@ fn a_shared_page_sealed_beforehand_is_cached_itself() {
         let held: Vec<Arc<Page>> = sealed
             .iter()
             .chain(&unsealed)
-            .filter_map(|(_, p)| p.clone())
+            .filter_map(|c| c.page.clone())
             .collect();
         let mut plan = pages.begin_plan(store.meta().seqno + 1);
         pages.plan(&mut plan, sealed).unwrap();

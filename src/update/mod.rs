@@ -57,7 +57,7 @@ pub(crate) fn update_trie(
     sink: Option<&PageSink<'_>>,
 ) -> Result<TrieUpdate, Error> {
     let old = match tree.page(&PageId::ROOT)? {
-        Some(page) => Old::Page(page),
+        Some(page) => Old::Page { page, taken: false },
         // Too few leaves for a page: not worth a read of every bucket unless
         // the store says so, or unwritten changes may have shrunk the trie.
         None if tree.unwritten.is_some() || (tree.values.len() as u64) < STORE_MIN_LEAVES => {
@@ -74,7 +74,7 @@ pub(crate) fn update_trie(
         None => return Err(Error::corrupt("the root page is missing")),
     };
     let mut main = Worker::new(tree);
-    if let Old::Page(page) = &old {
+    if let Old::Page { page, .. } = &old {
         if workers > 1 {
             run_children(tree, page, changes, keys, workers, sink, &mut main)?;
         }

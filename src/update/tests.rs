@@ -175,6 +175,7 @@ fn seen_hashes_are_checked_before_use() {
             values,
             unwritten: None,
             seen,
+            take_pages: false,
         };
         let trie = update_trie(tree, &root, &changes, &changed, 2, None).unwrap();
         (trie.root, trie.proof, bucket_reads() - before)

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::page_store::PageStore;
+use crate::page_store::{ChangedPage, PageStore};
 use crate::trie::page::{cell, Page};
 use crate::trie::page_id::{PageId, PAGE_DEPTH};
 use crate::trie::proof::{prove_below, MultiProof};
@@ -33,6 +33,9 @@ pub(crate) struct Tree<'a> {
     /// Value hashes the caller saw for some keys in this state, sorted by key.
     /// Hints only: one is used where it hashes to the leaf the trie holds.
     pub(crate) seen: &'a [(KeyPath, ValueHash)],
+    /// The update's pages go to a commit of the committed state: a page it
+    /// changes leaves the cache to be changed in place, not copied.
+    pub(crate) take_pages: bool,
 }
 
 impl Tree<'_> {
@@ -48,6 +51,18 @@ impl Tree<'_> {
             return Ok(page.clone());
         }
         self.pages.get(id)
+    }
+
+    /// Page `id`, if stored, for the update to change: taken out of the
+    /// cache where the update's pages go to a commit (then `true`).
+    fn page_to_change(&self, id: &PageId) -> Result<Option<(Arc<Page>, bool)>, Error> {
+        let unwritten = self.unwritten.is_some_and(|u| u.pages.contains_key(id));
+        if self.take_pages && !unwritten {
+            if let Some(page) = self.pages.take_to_change(id) {
+                return Ok(Some((page, true)));
+            }
+        }
+        Ok(self.page(id)?.map(|page| (page, false)))
     }
 
     /// Every key under the first `depth` bits of `at` (later bits zero), with
@@ -67,8 +82,8 @@ impl Tree<'_> {
 
 /// What lies under a page position before the commit.
 pub(super) enum Old {
-    /// A stored page.
-    Page(Arc<Page>),
+    /// A stored page; `taken` out of the cache for the update to change.
+    Page { page: Arc<Page>, taken: bool },
     /// An elided subtree (or a leaf, or nothing): its entries.
     Entries(Vec<Entry>),
 }
@@ -244,8 +259,12 @@ impl<'a> Worker<'a> {
         if NodeKind::of(&node) != NodeKind::Internal {
             return Err(Error::corrupt("a page is stored under a leaf"));
         }
-        match self.tree.page(&child)? {
-            Some(page) => Ok((child, Old::Page(page))),
+        let found = match work.changes.is_empty() {
+            true => self.tree.page(&child)?.map(|page| (page, false)),
+            false => self.tree.page_to_change(&child)?,
+        };
+        match found {
+            Some((page, taken)) => Ok((child, Old::Page { page, taken })),
             None => Err(Error::corrupt("a page marked stored is missing")),
         }
     }
@@ -293,14 +312,16 @@ impl<'a> Worker<'a> {
         out: &mut MultiProof,
     ) -> Result<Option<Subtree>, Error> {
         match old {
-            Old::Page(page) if work.changes.is_empty() => {
-                self.walk_at(&page, None, &id, Pos::ROOT, work, out)?;
+            Old::Page { page, .. } if work.changes.is_empty() => {
+                self.walk_at(At::Read(&page), &id, Pos::ROOT, work, out)?;
                 Ok(None)
             }
-            Old::Page(page) => {
-                let mut new = Page::clone(&page);
+            Old::Page { page, taken } => {
+                // The walk reads each cell before it writes it, so the page
+                // can change in place where nothing else holds it.
+                let mut new = Arc::try_unwrap(page).unwrap_or_else(|shared| Page::clone(&shared));
                 let (node, delta) = self
-                    .walk_at(&page, Some(&mut new), &id, Pos::ROOT, work, out)?
+                    .walk_at(At::Write(&mut new), &id, Pos::ROOT, work, out)?
                     .ok_or(Error::Internal("a page update returned no node"))?;
                 // The count comes from disk: checked, never wrapped.
                 let leaves = i64::try_from(new.leaves())
@@ -309,12 +330,9 @@ impl<'a> Worker<'a> {
                     .and_then(|n| u64::try_from(n).ok())
                     .ok_or(Error::corrupt("page leaf count"))?;
                 let stored = leaves >= STORE_MIN_LEAVES;
-                if stored {
-                    new.set_leaves(leaves);
-                    self.pages.push((id, Some(Arc::new(new))));
-                } else {
-                    self.pages.push((id, None));
-                }
+                new.set_leaves(leaves);
+                let page = stored.then(|| Arc::new(new));
+                self.pages.push(ChangedPage { id, page, taken });
                 Ok(Some(Subtree {
                     node,
                     delta,
@@ -346,18 +364,21 @@ impl<'a> Worker<'a> {
         let mut page = Page::new(&id);
         let node = self.build_at(&mut page, &id, Pos::ROOT, entries)?;
         page.set_leaves(entries.len() as u64);
-        self.pages.push((id, Some(Arc::new(page))));
+        self.pages.push(ChangedPage {
+            id,
+            page: Some(Arc::new(page)),
+            taken: false,
+        });
         Ok((node, true))
     }
 
-    /// [`Worker::walk`] under `pos` of stored page `id`, as `old` holds it
-    /// before the commit; `new`, its copy being changed, is there exactly
-    /// when `work` has changes, and then the position's new node and the
-    /// leaves gained come back.
+    /// [`Worker::walk`] under `pos` of stored page `id`, which `at` holds
+    /// as it was before the commit below `pos`; writable exactly when `work`
+    /// has changes, and then the position's new node and the leaves gained
+    /// come back.
     fn walk_at(
         &mut self,
-        old: &Page,
-        new: Option<&mut Page>,
+        mut at: At<'_>,
         id: &PageId,
         pos: Pos,
         work: Work<'_>,
@@ -365,14 +386,14 @@ impl<'a> Worker<'a> {
     ) -> Result<Option<(Node, i64)>, Error> {
         let depth = pos.depth(id);
         if pos.is_bottom() {
-            return self.walk_child(old, new, id, pos, work, out);
+            return self.walk_child(at, id, pos, work, out);
         }
         if !pos.is_root() {
-            let node = old.node(pos.cell());
+            let node = at.page().node(pos.cell());
             if NodeKind::of(&node) != NodeKind::Internal {
                 // At most one leaf here: the region's entries, proven and rebuilt.
                 let before = self.entries(work, depth, &node)?;
-                let (Some(new), Some(after)) = (new, work.prove_and_apply(&before, depth, out))
+                let (At::Write(new), Some(after)) = (at, work.prove_and_apply(&before, depth, out))
                 else {
                     return Ok(None);
                 };
@@ -380,33 +401,34 @@ impl<'a> Worker<'a> {
                 return Ok(Some((node, after.len() as i64 - before.len() as i64)));
             }
         }
-        let mut new = new;
         let mut nodes = [TERMINATOR; 2];
         let mut delta = 0;
         for (side, part) in work.split(depth).into_iter().enumerate() {
             let child = pos.child(side);
-            nodes[side] = old.node(child.cell());
+            // Read before the walk below writes it.
+            nodes[side] = at.page().node(child.cell());
             if !work.keys.is_empty() && part.keys.is_empty() {
                 out.siblings.push(nodes[side]);
             }
             if part.is_empty() {
                 continue;
             }
-            let changing = new.as_deref_mut().filter(|_| !part.changes.is_empty());
-            if let Some((node, d)) = self.walk_at(old, changing, id, child, part, out)? {
+            if let Some((node, d)) = self.walk_at(at.below(&part), id, child, part, out)? {
                 nodes[side] = node;
                 delta += d;
             }
         }
-        Ok(new.map(|new| (join(new, pos, nodes), delta)))
+        Ok(match at {
+            At::Write(new) => Some((join(new, pos, nodes), delta)),
+            At::Read(_) => None,
+        })
     }
 
     /// [`Worker::walk_at`] at bottom position `pos`: the child page hanging
     /// there, or the root page's child another worker did.
     fn walk_child(
         &mut self,
-        old: &Page,
-        new: Option<&mut Page>,
+        at: At<'_>,
         id: &PageId,
         pos: Pos,
         work: Work<'_>,
@@ -427,12 +449,12 @@ impl<'a> Worker<'a> {
                 updated
             }
             None => {
-                let (child, before) = self.old_child(old, id, pos, work)?;
+                let (child, before) = self.old_child(at.page(), id, pos, work)?;
                 self.walk(child, before, work, out)?
             }
         };
-        Ok(match (updated, new) {
-            (Some(u), Some(new)) => {
+        Ok(match (updated, at) {
+            (Some(u), At::Write(new)) => {
                 set_child(new, index, &u.node, u.stored);
                 Some((u.node, u.delta))
             }
@@ -465,6 +487,33 @@ impl<'a> Worker<'a> {
         let left = self.build_at(page, id, pos.child(0), &entries[..split])?;
         let right = self.build_at(page, id, pos.child(1), &entries[split..])?;
         Ok(join(page, pos, [left, right]))
+    }
+}
+
+/// The page a walk is in: read only, or changed as it goes, each cell read
+/// before it is written.
+enum At<'p> {
+    Read(&'p Page),
+    Write(&'p mut Page),
+}
+
+impl At<'_> {
+    fn page(&self) -> &Page {
+        match self {
+            At::Read(page) => page,
+            At::Write(page) => page,
+        }
+    }
+
+    /// The page for the walk of `part` below: writable if it changes anything.
+    fn below(&mut self, part: &Work<'_>) -> At<'_> {
+        if part.changes.is_empty() {
+            return At::Read(self.page());
+        }
+        match self {
+            At::Write(page) => At::Write(page),
+            At::Read(page) => At::Read(page),
+        }
     }
 }
 

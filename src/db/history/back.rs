@@ -9,6 +9,7 @@ use super::undo::KEPT_PAGE_LEVEL;
 use crate::db::commit::Step;
 use crate::db::prefetch::Hint;
 use crate::db::{Db, KeyedValues, Reads, Shared};
+use crate::page_store::ChangedPage;
 use crate::trie::page_id::PageId;
 use crate::trie::proof::MultiProof;
 use crate::trie::{hash_value, KeyPath, Node};
@@ -251,7 +252,7 @@ impl Shared {
         self.load_for(&changes, false);
         let workers = self.unloaded_workers();
         let trie = update_trie(self.tree(None), &head.root, &changes, &[], workers, None)?;
-        for (id, page) in trie.pages {
+        for ChangedPage { id, page, .. } in trie.pages {
             if keep(&id) {
                 back.pages.insert(id, page);
             }

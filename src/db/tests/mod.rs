@@ -3,6 +3,7 @@
 mod bounds;
 mod events;
 mod history;
+mod in_place;
 mod placement;
 mod prefetch;
 mod refusals;
