@@ -208,7 +208,7 @@ impl Shared {
         // 2^24 they were some 800 lone reads a commit, each queued behind
         // the commit's writes; read in full before the workers started, the
         // CPUs idled for 70 to 90 ms a commit (250 on a cold disk).
-        let load = self.values.start_load(writes.iter().map(|(k, _)| k));
+        let load = self.values.start_load(&writes);
         let staging = Mutex::new(self.begin_staging(seqno));
         let (trie, values) = std::thread::scope(|s| {
             // Not started: the load ends unread and readers read for themselves.

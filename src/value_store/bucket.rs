@@ -103,6 +103,32 @@ pub(super) fn payload_len(entries: &[BucketEntry]) -> usize {
     entries.iter().map(BucketEntry::encoded_len).sum()
 }
 
+/// Bytes an entry holding `value` takes in a bucket.
+pub(super) fn entry_len(value: &[u8]) -> usize {
+    33 + if value.len() <= INLINE_MAX {
+        value.len()
+    } else {
+        OVERFLOW_BODY
+    }
+}
+
+/// Bytes the entries of bucket `b` take, from a walk of their lengths that
+/// stops at the first out of bounds.
+pub(super) fn payload_of(b: &Block) -> usize {
+    let mut at = HEADER;
+    for _ in 0..u16::from_le_bytes(b.array(6)) {
+        let end = match b.0.get(at + 32) {
+            Some(&tag) => at + 33 + body_len(tag),
+            None => break,
+        };
+        if end > CHECKSUM {
+            break;
+        }
+        at = end;
+    }
+    at - HEADER
+}
+
 /// Encodes `entries` (sorted, fitting [`PAYLOAD`]) as commit `seqno`'s bucket.
 pub(super) fn encode(entries: &[BucketEntry], seqno: u64) -> BlockBuf {
     debug_assert!(payload_len(entries) <= PAYLOAD);

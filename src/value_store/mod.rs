@@ -45,7 +45,6 @@ use parking_lot::RwLock;
 use bucket::INLINE_MAX;
 use bucket::{BucketEntry, Stored};
 use directory::Directory;
-pub(crate) use loading::BucketLoad;
 use overflow::Extents;
 pub(crate) use plan::ValuePlan;
 
@@ -329,32 +328,12 @@ impl ValueStore {
     }
 
     /// Reads into the cache the buckets that `keys` (sorted) fall in and
-    /// that it lacks, and returns once all are there: [`BucketLoad::run`] of
-    /// [`ValueStore::start_load`].
+    /// that it lacks, and returns once all are there: [`loading::BucketLoad::run`] of
+    /// [`ValueStore::start_load`] for rewrites of those keys.
     #[cfg(test)]
     pub(crate) fn load_buckets<'a>(&self, keys: impl Iterator<Item = &'a KeyPath>) {
-        self.start_load(keys).run();
-    }
-
-    /// The buckets that `keys` (sorted) fall in and that the cache lacks, at
-    /// most half the cache's worth, so that none pushes another out before
-    /// it is used: marked on their way, so that from now on a reader that
-    /// needs one waits for [`BucketLoad::run`] to bring it.
-    pub(crate) fn start_load<'a>(&self, keys: impl Iterator<Item = &'a KeyPath>) -> BucketLoad<'_> {
-        let room = self.cache.capacity() / 2;
-        let state = self.state.read();
-        let mut slots: Vec<u32> = keys
-            .filter_map(|k| state.dir.bucket_of(k).map(|(_, meta)| meta.slot))
-            .collect();
-        slots.dedup();
-        slots.retain(|s| !self.cache.has_bucket(*s));
-        slots.truncate(room);
-        self.loads.start(&slots);
-        BucketLoad {
-            values: self,
-            slots,
-            generation: state.published.generation(),
-        }
+        let rewrites: Vec<_> = keys.map(|k| (*k, Some(Vec::new()))).collect();
+        self.start_load(&rewrites).run();
     }
 
     /// Reads into the cache the buckets the next plan will move

@@ -14,7 +14,7 @@ use crate::trie::{common_prefix_len, KeyPath, ValueHash};
 use crate::Error;
 
 /// Bytes of entries under which a bucket is worth merging with a neighbour.
-const SMALL: usize = PAYLOAD / 4;
+pub(super) const SMALL: usize = PAYLOAD / 4;
 
 /// Blocks a plan that streams its writes starts at a time.
 const WRITE_CHUNK: usize = 2048;

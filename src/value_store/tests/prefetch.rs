@@ -260,7 +260,8 @@ fn a_reader_waits_for_a_bucket_on_its_way_instead_of_reading_it_again() {
     let (store, values) = open(dir.path());
     let keys: Vec<KeyPath> = mins[1..5].to_vec();
     let at = reads(&store);
-    let load = values.start_load(keys.iter());
+    let rewrites: Vec<_> = keys.iter().map(|k| (*k, model.get(k).cloned())).collect();
+    let load = values.start_load(&rewrites);
     std::thread::scope(|s| {
         // Each reader asks while the load is marked and not yet read.
         let readers: Vec<_> = keys
@@ -283,8 +284,52 @@ fn a_load_that_never_runs_leaves_its_readers_to_read() {
     let (model, mins) = bucketed(dir.path());
     let (store, values) = open(dir.path());
     let at = reads(&store);
-    let load = values.start_load(mins[1..3].iter());
+    let rewrites: Vec<_> = mins[1..3].iter().map(|k| (*k, model.get(k).cloned())).collect();
+    let load = values.start_load(&rewrites);
     drop(load);
     assert_eq!(values.get(&mins[1]).unwrap(), model.get(&mins[1]).cloned());
     assert_eq!(reads(&store) - at, 1);
+}
+
+/// Keys `1..=n` past `min` in its last eight bytes: new keys of its bucket.
+fn past(min: &KeyPath, n: u64) -> Vec<KeyPath> {
+    let base = u64::from_be_bytes(min[24..].try_into().unwrap());
+    (1..=n)
+        .map(|i| {
+            let mut k = *min;
+            k[24..].copy_from_slice(&base.checked_add(i).unwrap().to_be_bytes());
+            k
+        })
+        .collect()
+}
+
+#[test]
+fn a_load_brings_the_neighbour_a_bucket_it_overflows_takes_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, mins) = bucketed(dir.path());
+    let (store, values) = open(dir.path());
+    // The changed bucket cached, as a session's reads leave it; the next not.
+    values.get(&mins[2]).unwrap();
+    let next = values.state.read().dir.bucket_of(&mins[3]).unwrap().1.slot;
+    assert!(!values.cache.has_bucket(next));
+
+    // Rewrites that keep every length: the bucket stays as full.
+    let same: Vec<_> = [(mins[2], model.get(&mins[2]).cloned())].into();
+    assert!(values.start_load(&same).slots.is_empty());
+
+    // A bucket's worth of new keys: the plan takes in the next bucket.
+    let new: Vec<_> = past(&mins[2], 120)
+        .into_iter()
+        .map(|k| (k, Some(vec![7])))
+        .collect();
+    let seqno = store.meta().seqno + 1;
+    let at = reads(&store);
+    values.plan(&new, seqno, |_| Ok(())).unwrap();
+    assert_eq!(reads(&store) - at, 1, "without the load the plan reads it");
+    let load = values.start_load(&new);
+    assert_eq!(load.slots, [next]);
+    load.run();
+    let at = reads(&store);
+    values.plan(&new, seqno, |_| Ok(())).unwrap();
+    assert_eq!(reads(&store) - at, 0, "with it, nothing");
 }
