@@ -33,6 +33,8 @@ impl ValueStore {
         let dir = &state.dir;
         let homes: Vec<_> = changes.iter().map(|(k, _)| dir.bucket_of(k)).collect();
         let mut slots = Vec::new();
+        // By `slots`: the neighbour to judge once that bucket arrives.
+        let mut neighbours = Vec::new();
         let mut i = 0;
         while i < changes.len() {
             let home = homes[i];
@@ -43,43 +45,67 @@ impl ValueStore {
             let (group, next_changed) = (&changes[i..j], homes.get(j).copied().flatten());
             i = j;
             let Some((min, meta)) = home else { continue };
+            // The next bucket, if the plan may take it in (a neighbour read
+            // in the plan waits behind the commit's writes: 1.4 ms each, some
+            // 150 a commit at 2^24, mostly next to buckets that take new keys).
+            let next = dir
+                .successor(&min)
+                .filter(|&(next, slot)| {
+                    next_changed.is_none_or(|h| h.0 != next) && !self.cache.has_bucket(slot)
+                })
+                .map(|(_, slot)| Neighbour {
+                    slot,
+                    change: change_len(dir, meta, group),
+                });
             if !self.cache.has_bucket(meta.slot) {
                 slots.push(meta.slot);
+                neighbours.push(next);
                 continue;
             }
-            // Read while the planner cannot wait for it, the neighbour cost
-            // it a read behind the commit's writes: 1.4 ms each, some 50 a
-            // commit at 2^24.
-            let Some((next, slot)) = dir.successor(&min) else { continue };
-            if next_changed.is_some_and(|h| h.0 == next) || self.cache.has_bucket(slot) {
-                continue;
-            }
-            let Some(block) = self.cache.bucket(meta.slot) else { continue };
-            if takes_neighbour(dir, meta, &block, group) {
-                slots.push(slot);
+            let cached = self.cache.bucket(meta.slot);
+            if let (Some(next), Some(block)) = (next, cached) {
+                if next.taken_in(&block) {
+                    slots.push(next.slot);
+                    neighbours.push(None);
+                }
             }
         }
         slots.truncate(room);
+        neighbours.truncate(room);
         self.loads.start(&slots);
         BucketLoad {
             values: self,
             slots,
+            neighbours,
             generation: state.published.generation(),
         }
     }
 }
 
-/// Whether `changes` look likely to leave bucket `block` (summarized by
-/// `meta`) overflowing or small: an estimate from the fingerprints (a key
-/// they do not name is new; one they name keeps its value's length). Wrong,
-/// it costs one read: the plan's own, or one it did not need.
-fn takes_neighbour(
-    dir: &Directory,
-    meta: &BucketMeta,
-    block: &Block,
-    changes: &[(KeyPath, Option<Vec<u8>>)],
-) -> bool {
-    let mut bytes = payload_of(block) as isize;
+/// The bucket after one a commit changes, and the bytes the changes add to
+/// that one: the plan takes it in if they leave that one overflowing or
+/// under a quarter full.
+#[derive(Clone, Copy)]
+pub(super) struct Neighbour {
+    slot: u32,
+    change: isize,
+}
+
+impl Neighbour {
+    /// Whether the plan will take it in, judging by the changed bucket's
+    /// `block`.
+    fn taken_in(self, block: &Block) -> bool {
+        let bytes = payload_of(block) as isize + self.change;
+        bytes > PAYLOAD as isize || bytes < SMALL as isize
+    }
+}
+
+/// The bytes `changes` add to the bucket `meta` summarizes, as its
+/// fingerprints tell: a key they do not name is new, one they name keeps its
+/// value's length. An estimate: wrong, it costs a read, the plan's own or
+/// one it did not need.
+fn change_len(dir: &Directory, meta: &BucketMeta, changes: &[(KeyPath, Option<Vec<u8>>)]) -> isize {
+    let mut bytes = 0;
     for (key, value) in changes {
         match (value, dir.may_hold(meta, key)) {
             (Some(value), false) => bytes += entry_len(value) as isize,
@@ -87,7 +113,7 @@ fn takes_neighbour(
             _ => {}
         }
     }
-    bytes > PAYLOAD as isize || bytes < SMALL as isize
+    bytes
 }
 
 /// Buckets marked on their way by [`ValueStore::start_load`], read by
@@ -96,31 +122,54 @@ fn takes_neighbour(
 pub(crate) struct BucketLoad<'a> {
     pub(super) values: &'a ValueStore,
     pub(super) slots: Vec<u32>,
+    /// By `slots`: the next bucket the plan may take in with that one.
+    neighbours: Vec<Option<Neighbour>>,
     /// The published state the slots are of.
     pub(super) generation: u64,
 }
 
 impl BucketLoad<'_> {
-    /// Reads the buckets into the cache, each usable once it arrives;
+    /// Reads the buckets into the cache, each usable once it arrives, and
+    /// then the neighbours the plan will take in with them, a chunk later;
     /// returns when all have. At most the engine's read window in flight,
     /// so a commit's first writes do not queue behind all of them.
-    pub(crate) fn run(self) {
+    pub(crate) fn run(mut self) {
         let values = self.values;
         let generation = self.generation;
-        let slots = &self.slots;
-        values.store.read_each(
-            Target::Buckets,
-            slots.iter().map(|&s| u64::from(s)),
-            |i, block| {
-                let slot = slots[i];
-                if let Ok(block) = block {
-                    values.offer(BucketRead { slot, generation }, block);
-                }
-                values.loads.arrived(slot);
-            },
-        );
+        let first = self.slots.len();
+        let mut next: Vec<u32> = Vec::new();
+        let mut at = 0;
+        while at < first || !next.is_empty() {
+            let end = first.min(at + LOAD_CHUNK);
+            // Marked first, so that the plan waits for them, not reads them.
+            values.loads.start(&next);
+            self.slots.extend_from_slice(&next);
+            let batch: Vec<u32> = next.drain(..).chain(self.slots[at..end].iter().copied()).collect();
+            let judged = &self.neighbours[at..end];
+            let skip = batch.len() - (end - at);
+            values.store.read_each(
+                Target::Buckets,
+                batch.iter().map(|&s| u64::from(s)),
+                |i, block| {
+                    let slot = batch[i];
+                    if let Ok(block) = block {
+                        let neighbour = i.checked_sub(skip).and_then(|j| judged[j]);
+                        if let Some(neighbour) = neighbour.filter(|n| n.taken_in(&block)) {
+                            next.push(neighbour.slot);
+                        }
+                        values.offer(BucketRead { slot, generation }, block);
+                    }
+                    values.loads.arrived(slot);
+                },
+            );
+            next.retain(|&s| !values.cache.has_bucket(s));
+            at = end;
+        }
     }
 }
+
+/// Buckets a load reads before it reads the neighbours they call for.
+const LOAD_CHUNK: usize = 512;
 
 impl Drop for BucketLoad<'_> {
     fn drop(&mut self) {

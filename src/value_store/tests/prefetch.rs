@@ -332,4 +332,15 @@ fn a_load_brings_the_neighbour_a_bucket_it_overflows_takes_in() {
     let at = reads(&store);
     values.plan(&new, seqno, |_| Ok(())).unwrap();
     assert_eq!(reads(&store) - at, 0, "with it, nothing");
+
+    // Neither cached: the load reads the changed bucket, judges it, then
+    // reads the next.
+    drop((store, values));
+    let (store, values) = open(dir.path());
+    let at = reads(&store);
+    values.start_load(&new).run();
+    assert_eq!(reads(&store) - at, 2);
+    assert!(values.cache.has_bucket(next));
+    values.plan(&new, seqno, |_| Ok(())).unwrap();
+    assert_eq!(reads(&store) - at, 2, "the plan read nothing itself");
 }
