@@ -144,7 +144,10 @@ impl BucketLoad<'_> {
             // Marked first, so that the plan waits for them, not reads them.
             values.loads.start(&next);
             self.slots.extend_from_slice(&next);
-            let batch: Vec<u32> = next.drain(..).chain(self.slots[at..end].iter().copied()).collect();
+            let batch: Vec<u32> = next
+                .drain(..)
+                .chain(self.slots[at..end].iter().copied())
+                .collect();
             let judged = &self.neighbours[at..end];
             let skip = batch.len() - (end - at);
             values.store.read_each(

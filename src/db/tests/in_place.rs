@@ -49,7 +49,11 @@ fn a_commit_changes_a_page_in_place_unless_someone_holds_it() {
     commit(&mut model, 3, &[0]);
     let changed = cached();
     assert_ne!(*changed.as_bytes(), before);
-    assert_eq!(changed.as_bytes().as_ptr() as usize, at, "copied, not changed in place");
+    assert_eq!(
+        changed.as_bytes().as_ptr() as usize,
+        at,
+        "copied, not changed in place"
+    );
     drop(changed);
 
     drop(db);

@@ -284,7 +284,10 @@ fn a_load_that_never_runs_leaves_its_readers_to_read() {
     let (model, mins) = bucketed(dir.path());
     let (store, values) = open(dir.path());
     let at = reads(&store);
-    let rewrites: Vec<_> = mins[1..3].iter().map(|k| (*k, model.get(k).cloned())).collect();
+    let rewrites: Vec<_> = mins[1..3]
+        .iter()
+        .map(|k| (*k, model.get(k).cloned()))
+        .collect();
     let load = values.start_load(&rewrites);
     drop(load);
     assert_eq!(values.get(&mins[1]).unwrap(), model.get(&mins[1]).cloned());
