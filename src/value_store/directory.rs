@@ -405,6 +405,23 @@ impl Directory {
 
 /// Removes the items at `positions` (ascending, distinct) from `v`, moving
 /// each kept one once.
+/// The index ranges of `homes` (the buckets of sorted keys, as
+/// [`Directory::bucket_of`] names them) whose keys share one bucket.
+pub(super) fn by_bucket<'h>(
+    homes: &'h [Option<(KeyPath, &BucketMeta)>],
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'h {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let start = at;
+        let min = homes.get(start)?.map(|h| h.0);
+        at += 1;
+        while at < homes.len() && homes[at].map(|h| h.0) == min {
+            at += 1;
+        }
+        Some(start..at)
+    })
+}
+
 fn remove_at<T>(v: &mut Vec<T>, positions: &[usize]) {
     let mut gone = positions.iter().peekable();
     let mut i = 0;

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use parking_lot::{Condvar, Mutex};
 
 use super::bucket::{entry_len, payload_of, PAYLOAD};
-use super::directory::{BucketMeta, Directory};
+use super::directory::{by_bucket, BucketMeta, Directory};
 use super::plan::SMALL;
 use super::{BucketRead, ValueStore};
 use crate::block::Block;
@@ -35,16 +35,12 @@ impl ValueStore {
         let mut slots = Vec::new();
         // By `slots`: the neighbour to judge once that bucket arrives.
         let mut neighbours = Vec::new();
-        let mut i = 0;
-        while i < changes.len() {
-            let home = homes[i];
-            let mut j = i + 1;
-            while j < changes.len() && homes[j].map(|h| h.0) == home.map(|h| h.0) {
-                j += 1;
-            }
-            let (group, next_changed) = (&changes[i..j], homes.get(j).copied().flatten());
-            i = j;
-            let Some((min, meta)) = home else { continue };
+        for range in by_bucket(&homes) {
+            let next_changed = homes.get(range.end).copied().flatten();
+            let Some((min, meta)) = homes[range.start] else {
+                continue;
+            };
+            let group = &changes[range];
             // The next bucket, if the plan may take it in (a neighbour read
             // in the plan waits behind the commit's writes: 1.4 ms each, some
             // 150 a commit at 2^24, mostly next to buckets that take new keys).

@@ -2,10 +2,11 @@
 //! adjacent ones, copy-on-write), where their blocks go, and the overflow
 //! space long values take; then publishing the plan once it is durable.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::bucket::{self, BucketEntry, InlineValue, Patched, Stored, INLINE_MAX, PAYLOAD};
-use super::directory::{BucketMeta, Directory};
+use super::directory::{by_bucket, BucketMeta, Directory};
 use super::overflow::{self, Extents};
 use super::{Purpose, ValueStore};
 use crate::block::BlockBuf;
@@ -112,14 +113,9 @@ impl ValueStore {
         let mut run = Run::default();
         // One bucket's entries before the changes, reused from bucket to bucket.
         let mut old = Vec::new();
-        let mut i = 0;
-        while i < changes.len() {
-            // The changes that fall in one bucket (or in the empty store).
+        // The changes that fall in one bucket (or in the empty store).
+        for Range { start: i, end: j } in by_bucket(&homes) {
             let bucket = homes[i];
-            let mut j = i + 1;
-            while j < changes.len() && homes[j].map(|h| h.0) == bucket.map(|b| b.0) {
-                j += 1;
-            }
             if let (Some(last), Some((min, _))) = (run.last, bucket) {
                 if state.dir.successor(&last).map(|s| s.0) != Some(min) {
                     plan.flush(&mut run, &neighbour, &state.dir, None)?;
@@ -138,7 +134,6 @@ impl ValueStore {
                     if plan.writes.len() >= WRITE_CHUNK {
                         early(&mut plan)?;
                     }
-                    i = j;
                     continue;
                 }
             }
@@ -155,7 +150,6 @@ impl ValueStore {
             if plan.writes.len() >= WRITE_CHUNK {
                 early(&mut plan)?;
             }
-            i = j;
         }
         plan.flush(&mut run, &neighbour, &state.dir, None)?;
         self.clean(&mut plan, &state.dir)?;
