@@ -58,9 +58,15 @@ impl ValueStore {
                 neighbours.push(next);
                 continue;
             }
-            let cached = self.cache.bucket(meta.slot);
-            if let (Some(next), Some(block)) = (next, cached) {
-                if next.taken_in(&block) {
+            // One in RAM is judged now, unless its changes keep its size:
+            // then the plan takes a neighbour in only if it is already small,
+            // which is rare, and not worth a walk of every bucket here.
+            if let Some(next) = next.filter(|n| n.change != 0) {
+                if self
+                    .cache
+                    .bucket(meta.slot)
+                    .is_some_and(|b| next.taken_in(&b))
+                {
                     slots.push(next.slot);
                     neighbours.push(None);
                 }
