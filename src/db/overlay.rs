@@ -30,7 +30,7 @@ use super::commit::{Prepared, UpdateInput};
 use super::history::{Head, Pin};
 use super::{CommitOutput, Shared};
 use super::{KeyedValues, Reads};
-use crate::page_store::PageStore;
+use crate::page_store::seal_shared;
 use crate::trie::proof::MultiProof;
 use crate::trie::proof::Witness;
 use crate::trie::{KeyPath, Node};
@@ -452,7 +452,7 @@ impl Shared {
             }
         };
         // A finished block's pages are shared with the overlays built on it.
-        PageStore::seal_shared(&mut trie.pages);
+        seal_shared(&mut trie.pages);
         Ok(Prepared::new(base.head, writes, input.changes, trie, prove))
     }
 

@@ -57,7 +57,7 @@ impl PageCache {
         if id.level() < RESIDENT_LEVELS {
             return self.resident.read().contains_key(id);
         }
-        self.clock.remove(id).is_some()
+        self.take(id).is_some()
     }
 
     /// Takes `id` out unless it is resident.

@@ -61,3 +61,14 @@ pub(crate) fn decode_change(bytes: &mut Cursor<'_>) -> Option<PageChange> {
     };
     Some((id, page))
 }
+
+/// Seals the pages of `changes` that nothing else holds yet, before an
+/// overlay shares them: a commit then writes each from where it lies and
+/// caches it as it is, instead of a copy ([`super::PageStore::plan`]).
+pub(crate) fn seal_shared(changes: &mut PageChanges) {
+    for page in changes.iter_mut().filter_map(|change| change.page.as_mut()) {
+        if let Some(page) = Arc::get_mut(page) {
+            page.seal();
+        }
+    }
+}

@@ -26,8 +26,8 @@ use parking_lot::RwLock;
 
 use cache::PageCache;
 pub(crate) use change::{
-    decode_change, encode_change, ChangedPage, PageChange, PageChanges, CHANGE_RAM_BYTES,
-    CHANGE_RECORD_BYTES,
+    decode_change, encode_change, seal_shared, ChangedPage, PageChange, PageChanges,
+    CHANGE_RAM_BYTES, CHANGE_RECORD_BYTES,
 };
 use index::SlotIndex;
 use noted::{index_from, note};
@@ -442,7 +442,7 @@ impl PageStore {
                 (IoBuf::Owned(page.into_block()), None)
             }
             // An overlay (or a reader, for a page the cleaner moves) still
-            // holds it. Sealed (`seal_shared`, or as read), it is written
+            // holds it. Sealed (`change::seal_shared`, or as read), it is written
             // from where it lies and cached as it is: one copy for all.
             Err(shared) if is_page(&shared, &id) => (IoBuf::Shared(shared.clone()), Some(shared)),
             Err(shared) => {
@@ -518,17 +518,6 @@ impl PageStore {
         match page {
             Some(page) => self.cache.insert(id, page),
             None => self.cache.remove(&id),
-        }
-    }
-
-    /// Seals the pages of `changes` that nothing else holds yet, before an
-    /// overlay shares them: a commit then writes each from where it lies and
-    /// caches it as it is, instead of a copy ([`PageStore::plan`]).
-    pub(crate) fn seal_shared(changes: &mut PageChanges) {
-        for page in changes.iter_mut().filter_map(|change| change.page.as_mut()) {
-            if let Some(page) = Arc::get_mut(page) {
-                page.seal();
-            }
         }
     }
 

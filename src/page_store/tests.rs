@@ -566,7 +566,7 @@ fn a_shared_page_sealed_beforehand_is_cached_itself() {
     {
         let (store, pages) = open(dir.path(), 50);
         let mut sealed = shared(vec![(a, Some(page(&a, 1)))]);
-        PageStore::seal_shared(&mut sealed);
+        super::seal_shared(&mut sealed);
         let unsealed = shared(vec![(b, Some(page(&b, 2)))]);
         let held: Vec<Arc<Page>> = sealed
             .iter()
