@@ -110,6 +110,13 @@ impl<K: Hash + Eq + Copy, V: Clone> ClockCache<K, V> {
         Some(clock.slots[i].1.clone())
     }
 
+    /// The value of `key`, without counting it as a use.
+    pub(crate) fn peek(&self, key: &K) -> Option<V> {
+        let clock = self.inner.lock();
+        let i = *clock.where_is.get(key)?;
+        Some(clock.slots[i].1.clone())
+    }
+
     pub(crate) fn contains(&self, key: &K) -> bool {
         self.inner.lock().where_is.contains_key(key)
     }

@@ -358,6 +358,10 @@ fn child(
                 .map(|p| format!("--spare-space-percent={p}")),
         )
         .args(args.clean_regions.then_some("--clean-regions"))
+        .args(
+            args.rewrite_gap_blocks
+                .map(|b| format!("--rewrite-gap-blocks={b}")),
+        )
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped());

@@ -91,6 +91,10 @@ pub struct RunArgs {
     /// whole regions (`Options::clean_regions`).
     #[arg(long)]
     pub clean_regions: bool,
+    /// pagetrie: longest gap of cached pages a commit writes again to join
+    /// two runs (`Options::rewrite_gap_blocks`; its default if not given).
+    #[arg(long)]
+    pub rewrite_gap_blocks: Option<u32>,
     /// pagetrie: fill the page cache before open returns
     /// (`Options::warm_at_open`), as NOMT's authors prepopulate its upper
     /// levels at open; otherwise a thread fills it beside the first workloads.
@@ -170,6 +174,10 @@ pub fn run_pagetrie(args: &RunArgs, dir: &Path) -> Result<Run, BoxError> {
         let options = Options::new(path);
         let options = match args.spare_space_percent {
             Some(percent) => options.spare_space_percent(percent),
+            None => options,
+        };
+        let options = match args.rewrite_gap_blocks {
+            Some(blocks) => options.rewrite_gap_blocks(blocks),
             None => options,
         };
         options
@@ -432,6 +440,7 @@ pub fn summary(args: &RunArgs, run: &Run) -> Value {
         "os_write_bytes_per_workload": sum(&|r| r.os_write_bytes) as f64 / n,
         "os_write_bytes_per_update": sum(&|r| r.os_write_bytes) as f64 / updates,
         "blocks_moved_per_workload": only_pagetrie(json!(sum(&|r| r.blocks_moved) as f64 / n)),
+        "blocks_rewritten_per_workload": only_pagetrie(json!(sum(&|r| r.blocks_rewritten) as f64 / n)),
         "blocks_per_write_run": only_pagetrie(json!(sum(&|r| r.blocks_written) as f64 / sum(&|r| r.write_runs).max(1) as f64)),
         "bytes_written_per_workload": only_pagetrie(json!(sum(&|r| r.bytes_written) as f64 / n)),
         "witness_bytes_per_workload": only_pagetrie(json!(sum(&|r| r.witness_bytes) as f64 / n)),

@@ -130,6 +130,11 @@ const ROWS: &[Row] = &[
         unit: Unit::Ratio,
     },
     Row {
+        label: "pages written again to join runs per workload",
+        field: "blocks_rewritten_per_workload",
+        unit: Unit::Ratio,
+    },
+    Row {
         label: "blocks per run of consecutive writes",
         field: "blocks_per_write_run",
         unit: Unit::Ratio,

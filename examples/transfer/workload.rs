@@ -160,6 +160,8 @@ pub struct WorkloadStats {
     pub bytes_written: u64,
     /// Pages and buckets the cleaner moved.
     pub blocks_moved: u64,
+    /// Pages written again where they lie, joining runs.
+    pub blocks_rewritten: u64,
     /// Blocks written and the runs of consecutive blocks they formed.
     pub blocks_written: u64,
     pub write_runs: u64,
@@ -309,6 +311,7 @@ fn delta(before: &Metrics, after: &Metrics, stats: &mut WorkloadStats) {
     stats.ssd_reads = after.reads_issued - before.reads_issued;
     stats.bytes_written = after.bytes_written - before.bytes_written;
     stats.blocks_moved = after.blocks_moved - before.blocks_moved;
+    stats.blocks_rewritten = after.blocks_rewritten - before.blocks_rewritten;
     stats.blocks_written = after.writes_issued - before.writes_issued;
     stats.write_runs = after.write_runs - before.write_runs;
     let misses = after.page_cache_misses - before.page_cache_misses;

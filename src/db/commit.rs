@@ -477,6 +477,7 @@ impl Shared {
         self.snapshots.install(undo);
         self.values
             .publish(value_plan, written.take(Target::Buckets));
+        let rewritten = page_plan.rewritten();
         self.pages.publish(page_plan, written.take(Target::Pages));
         let keep_from = chain.keep_from(seqno + 1);
         self.snapshots.advance(Head { seqno, root }, chain);
@@ -490,6 +491,9 @@ impl Shared {
         self.timers
             .blocks_moved
             .fetch_add(moved as u64, Ordering::Relaxed);
+        self.timers
+            .blocks_rewritten
+            .fetch_add(rewritten, Ordering::Relaxed);
         if prove {
             self.timers
                 .witness_bytes

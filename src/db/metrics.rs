@@ -67,6 +67,10 @@ pub struct Metrics {
     /// commits find wholly free regions to write in long runs; counted in
     /// `writes_issued` and `bytes_written` too.
     pub blocks_moved: u64,
+    /// Pages commits wrote again, unchanged, where they lie, to join their
+    /// writes into longer runs ([`crate::Options::rewrite_gap_blocks`]);
+    /// counted in `writes_issued` and `bytes_written` too.
+    pub blocks_rewritten: u64,
     /// Trie pages stored.
     pub pages_stored: u64,
     /// Keys stored.
@@ -95,6 +99,7 @@ pub(crate) struct CommitTimers {
     pub(crate) write_ns: AtomicU64,
     pub(crate) witness_bytes: AtomicU64,
     pub(crate) blocks_moved: AtomicU64,
+    pub(crate) blocks_rewritten: AtomicU64,
 }
 
 impl CommitTimers {

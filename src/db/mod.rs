@@ -307,6 +307,7 @@ impl Db {
             commit_trie_ns: s.timers.trie_ns.load(Ordering::Relaxed),
             witness_bytes: s.timers.witness_bytes.load(Ordering::Relaxed),
             blocks_moved: s.timers.blocks_moved.load(Ordering::Relaxed),
+            blocks_rewritten: s.timers.blocks_rewritten.load(Ordering::Relaxed),
             commit_plan_ns: s.timers.plan_ns.load(Ordering::Relaxed),
             commit_write_ns: s.timers.write_ns.load(Ordering::Relaxed),
             pages_stored: s.pages.len() as u64,

@@ -59,6 +59,7 @@ impl std::fmt::Debug for Options {
             .field("spare_space_percent", &self.tuning.placement.spare_percent)
             .field("region_blocks", &self.tuning.placement.region_slots)
             .field("clean_regions", &self.tuning.placement.cleaning)
+            .field("rewrite_gap_blocks", &self.tuning.placement.rewrite_gap)
             .field("fold_in_background", &self.fold_in_background)
             .field("warm_at_open", &self.warm_at_open)
             .field("slow_commit_threshold", &self.slow_commit_threshold)
@@ -307,6 +308,23 @@ impl Options {
     /// reopened with another value.
     pub fn clean_regions(mut self, on: bool) -> Options {
         self.tuning.placement.cleaning = on;
+        self
+    }
+
+    /// The longest gap, in blocks, between two pages a commit writes that
+    /// it fills by writing the pages there again, unchanged, from the page
+    /// cache, so the disk takes the two and the gap as one request (default
+    /// 8; 0: never). A gap is filled only if every page in it is in RAM.
+    /// The bytes are those the disk already holds, so a crash or a failed
+    /// write at any point leaves every page as it was. Going round the file
+    /// ([`Options::spare_space_percent`]) a commit's pages land about every
+    /// other slot; filling the gaps turns tens of thousands of short write
+    /// requests into a few hundred long ones, for more bytes written
+    /// ([`crate::Metrics::blocks_rewritten`]; docs/benchmarks.md, "Writes
+    /// in long runs"). Placement only: a database may be reopened with
+    /// another value.
+    pub fn rewrite_gap_blocks(mut self, blocks: u32) -> Options {
+        self.tuning.placement.rewrite_gap = blocks;
         self
     }
 

@@ -35,6 +35,15 @@ impl PageCache {
         self.clock.get(id)
     }
 
+    /// Page `id`, without counting it as a use: for a commit that writes it
+    /// again where it lies ([`super::PageStore::plan`]).
+    pub(super) fn peek(&self, id: &PageId) -> Option<Arc<Page>> {
+        if id.level() < RESIDENT_LEVELS {
+            return self.resident.read().get(id).cloned();
+        }
+        self.clock.peek(id)
+    }
+
     pub(super) fn contains(&self, id: &PageId) -> bool {
         if id.level() < RESIDENT_LEVELS {
             return self.resident.read().contains_key(id);

@@ -3,7 +3,8 @@
 //! freed once the commit is durable; the file grows only when no slot is free.
 //!
 //! RAM holds a slot index of a few bytes per page, so a lookup costs at most one
-//! read and a page that is not stored costs none; the top three page levels stay
+//! read and a page that is not stored costs none, and its inverse, so a
+//! commit can write cached pages again to join its runs (`rewrite`); the top three page levels stay
 //! in RAM, and a bounded cache holds more. Changes are planned against the
 //! current state, committed by the caller through [`crate::store::Store`], and
 //! published here only once durable.
@@ -16,6 +17,7 @@ mod change;
 mod clean;
 mod index;
 mod noted;
+mod rewrite;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +32,7 @@ pub(crate) use change::{
     CHANGE_RAM_BYTES, CHANGE_RECORD_BYTES,
 };
 use index::SlotIndex;
+use rewrite::SlotIds;
 use noted::{index_from, note};
 
 use crate::block::{Block, BlockBuf, IoBuf, BLOCK_SIZE};
@@ -56,6 +59,10 @@ pub(crate) struct PagePlan {
     seqno: u64,
     /// The blocks to commit, not yet staged.
     writes: Vec<BlockWrite>,
+    /// Pages written again where they lie, between writes, not yet staged.
+    rewrites: Vec<BlockWrite>,
+    /// Pages written again so far.
+    rewritten: u64,
     /// Pages written: id, new slot, and the page if an overlay shares it.
     /// The cache gets the shared page, or else the block back from the write.
     stored: Vec<(PageId, u32, Option<Arc<Page>>)>,
@@ -80,6 +87,8 @@ impl PagePlan {
             .iter()
             .map(|&(_, slot)| slot);
         batch.stage(Target::Pages, &mut self.writes, freed, self.space.length());
+        self.rewritten += self.rewrites.len() as u64;
+        batch.rewrites.append(&mut self.rewrites);
         self.freed_staged = self.freed.len();
         batch.notes.append(&mut self.notes);
     }
@@ -87,6 +96,11 @@ impl PagePlan {
     /// The pages the plan stores or deletes.
     pub(crate) fn changed(&self) -> impl Iterator<Item = &PageId> {
         self.changed.iter()
+    }
+
+    /// Pages staged to be written again where they lie, joining runs.
+    pub(crate) fn rewritten(&self) -> u64 {
+        self.rewritten
     }
 }
 
@@ -111,6 +125,8 @@ pub(crate) struct PageRead {
 
 struct Slots {
     index: SlotIndex,
+    /// The index inverted, for the gaps a plan fills.
+    ids: SlotIds,
     space: SlotSpace,
     published: Published,
 }
@@ -146,6 +162,7 @@ impl PageStore {
         let length = store.meta().lengths[Target::Pages as usize];
         let mut slots = Slots {
             index: SlotIndex::new(store.seed()),
+            ids: SlotIds::default(),
             space: SlotSpace::new(length, store.free_slots(Target::Pages)?, store.placement()),
             published: Published::default(),
         };
@@ -156,7 +173,9 @@ impl PageStore {
             if !seen.insert(id) {
                 return Err(Error::corrupt("page stored twice").at("pages", slot));
             }
-            slots.index.insert(&id, stored_slot(slot)?);
+            let slot = stored_slot(slot)?;
+            slots.index.insert(&id, slot);
+            slots.ids.set(slot, Some(id));
             Ok(())
         };
         match store.catalog() {
@@ -204,9 +223,10 @@ impl PageStore {
         self.slots.read().index.len()
     }
 
-    /// Bytes of RAM the slot index takes.
+    /// Bytes of RAM the slot index and its inverse take.
     pub(crate) fn index_bytes(&self) -> usize {
-        self.slots.read().index.bytes()
+        let slots = self.slots.read();
+        slots.index.bytes() + slots.ids.bytes()
     }
 
     /// Lookups answered from RAM, lookups that read the disk, and pages the
@@ -382,6 +402,8 @@ impl PageStore {
         PagePlan {
             seqno,
             writes: Vec::new(),
+            rewrites: Vec::new(),
+            rewritten: 0,
             stored: Vec::with_capacity(room),
             freed: Vec::with_capacity(room),
             freed_staged: 0,
@@ -414,6 +436,7 @@ impl PageStore {
             let old = self.slot_of(&slots, &id, cached)?;
             self.place(plan, id, old, page, Stream::Fresh)?;
         }
+        self.rewrite_gaps(plan, &slots);
         Ok(())
     }
 
@@ -491,11 +514,14 @@ impl PageStore {
         for &(id, old) in &plan.freed {
             while let Some((new_id, slot, block)) = stored.next_if(|s| s.0 < id) {
                 slots.index.insert(&new_id, slot);
+                slots.ids.set(slot, Some(new_id));
                 self.cache_written(new_id, block);
             }
+            slots.ids.set(old, None);
             match stored.next_if(|s| s.0 == id) {
                 Some((_, slot, block)) => {
                     slots.index.replace(&id, old, slot);
+                    slots.ids.set(slot, Some(id));
                     self.cache_written(id, block);
                 }
                 None => {
@@ -506,6 +532,7 @@ impl PageStore {
         }
         for (id, slot, block) in stored {
             slots.index.insert(&id, slot);
+            slots.ids.set(slot, Some(id));
             self.cache_written(id, block);
         }
         let freed = plan.freed.into_iter().map(|(_, slot)| slot).collect();

@@ -92,6 +92,12 @@ pub(crate) struct Batch {
     pub(crate) root: Node,
     /// Blocks to write, each to a slot the durable state does not use.
     pub(crate) writes: Vec<BlockWrite>,
+    /// Rewrites: the very bytes a slot the durable state uses holds, written
+    /// again between a commit's writes so that the disk takes them as one
+    /// run. What the slot holds never changes, before, during or after the
+    /// write, torn or not, so the commit protocol is untouched; they are no
+    /// part of the slot map, the catalog or the blocks handed back.
+    pub(crate) rewrites: Vec<BlockWrite>,
     /// Slots of `pages` and `buckets` the durable state uses and the commit
     /// stops using.
     pub(crate) freed: Vec<(Target, u32)>,
@@ -109,11 +115,19 @@ pub(crate) struct Batch {
     pub(super) places_room: usize,
 }
 
+/// Where a started write goes; a rewrite's block comes back too, unused.
+#[derive(Clone, Copy)]
+pub(super) struct Place {
+    pub(super) target: Target,
+    pub(super) index: u64,
+    pub(super) rewrite: bool,
+}
+
 /// Block writes started ahead of their commit, so the disk works while the
 /// rest of the commit is computed. Dropped without a commit, they are waited
 /// for, and the slots they wrote stay free.
 pub(crate) struct Prewritten {
-    pub(super) places: Vec<(Target, u64)>,
+    pub(super) places: Vec<Place>,
     /// One per [`super::Store::write_early`], in order.
     pub(super) pending: Vec<Writes>,
     /// Prewrites alive in the store: a commit may not run beside one it does
@@ -189,6 +203,7 @@ impl Batch {
         Batch {
             root,
             writes: Vec::new(),
+            rewrites: Vec::new(),
             freed: Vec::new(),
             lengths,
             early: None,

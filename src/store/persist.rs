@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::batch::{BlockWrite, Prewritten, Written};
+use super::batch::{BlockWrite, Place, Prewritten, Written};
 use super::record_log::LogRecord;
 use super::slot_map::{self, SlotMap};
 use super::{catalog, Batch, Durable, Meta, Store, Target, TARGETS};
@@ -35,13 +35,18 @@ impl Store {
         let _one_at_a_time = self.commit_lock.lock();
         self.check_usable()?;
         let mut writes = std::mem::take(&mut batch.writes);
+        let rewrites = std::mem::take(&mut batch.rewrites);
         keep_last_writes(&mut writes);
         let places: Vec<(Target, u64)> = writes.iter().map(|w| (w.target, w.index)).collect();
-        check_writes(&places, &batch.lengths, &self.durable.read().map)?;
+        {
+            let durable = self.durable.read();
+            check_writes(&places, &batch.lengths, &durable.map)?;
+            check_rewrites(&rewrites, &durable.map)?;
+        }
         for t in Target::ALL {
             self.targets[t as usize].reserve(batch.lengths[t as usize])?;
         }
-        let (places, pending) = self.start_writes(writes)?;
+        let (places, pending) = self.start_writes(writes, rewrites)?;
         let room = batch.places_room;
         let early = batch.early.get_or_insert_with(|| {
             self.prewrites.fetch_add(1, Ordering::SeqCst);
@@ -56,23 +61,36 @@ impl Store {
         Ok(())
     }
 
-    /// Submits `writes` in file order, so neighbours can merge.
+    /// Submits `writes` and `rewrites` together in file order, so
+    /// neighbours can merge.
     fn start_writes(
         &self,
-        mut writes: Vec<BlockWrite>,
-    ) -> Result<(Vec<(Target, u64)>, Writes), Error> {
-        writes.sort_unstable_by_key(|w| (w.target as u8, w.index));
-        let offsets = writes
+        writes: Vec<BlockWrite>,
+        rewrites: Vec<BlockWrite>,
+    ) -> Result<(Vec<Place>, Writes), Error> {
+        let mut all: Vec<(BlockWrite, bool)> = writes
+            .into_iter()
+            .map(|w| (w, false))
+            .chain(rewrites.into_iter().map(|w| (w, true)))
+            .collect();
+        all.sort_unstable_by_key(|(w, _)| (w.target as u8, w.index));
+        let offsets = all
             .iter()
-            .map(|w| w.index.checked_mul(BLOCK_SIZE as u64))
+            .map(|(w, _)| w.index.checked_mul(BLOCK_SIZE as u64))
             .collect::<Option<Vec<u64>>>()
             .ok_or(Error::Internal("a block index past any file"))?;
-        let places = writes.iter().map(|w| (w.target, w.index)).collect();
+        let places = all
+            .iter()
+            .map(|&(ref w, rewrite)| Place {
+                target: w.target,
+                index: w.index,
+                rewrite,
+            })
+            .collect();
         let pending = self.io.start_all(
-            writes
-                .into_iter()
+            all.into_iter()
                 .zip(offsets)
-                .map(|(w, offset)| (self.targets[w.target as usize].clone(), offset, w.block)),
+                .map(|((w, _), offset)| (self.targets[w.target as usize].clone(), offset, w.block)),
         );
         Ok((places, pending))
     }
@@ -100,7 +118,8 @@ impl Store {
         let early_places = early.as_ref().map_or(&[][..], |e| &e.places);
         let places: Vec<(Target, u64)> = early_places
             .iter()
-            .copied()
+            .filter(|p| !p.rewrite)
+            .map(|p| (p.target, p.index))
             .chain(batch.writes.iter().map(|w| (w.target, w.index)))
             .collect();
         self.last_notes.record(batch.notes.len());
@@ -108,6 +127,7 @@ impl Store {
         let (prev, map, payload) = {
             let durable = self.durable.read();
             let map = validate(&places, &batch.freed, &batch.lengths, &durable.map)?;
+            check_rewrites(&batch.rewrites, &durable.map)?;
             let notes = std::mem::take(&mut batch.notes);
             let payload = catalog::record(notes, &places, &durable.map, &map)?;
             (durable.meta, map, payload)
@@ -145,7 +165,14 @@ impl Store {
         catalog.recent.push(payload);
         drop(catalog);
         let records = std::iter::once(record).chain(history).collect();
-        let result = self.commit_locked(batch.writes, early, records, &meta, map_file, map_blocks);
+        let result = self.commit_locked(
+            (batch.writes, batch.rewrites),
+            early,
+            records,
+            &meta,
+            map_file,
+            map_blocks,
+        );
         match result {
             Ok(_) => {
                 *self.durable.write() = Durable { meta, map };
@@ -168,7 +195,7 @@ impl Store {
 
     fn commit_locked(
         &self,
-        writes: Vec<BlockWrite>,
+        (writes, rewrites): (Vec<BlockWrite>, Vec<BlockWrite>),
         early: Option<Prewritten>,
         records: Vec<LogRecord>,
         meta: &Meta,
@@ -191,7 +218,7 @@ impl Store {
                 (file, pending)
             })
             .collect();
-        let (mut places, late) = self.start_writes(writes)?;
+        let (mut places, late) = self.start_writes(writes, rewrites)?;
         let mut blocks = Vec::new();
         if let Some(mut early) = early {
             places.splice(0..0, std::mem::take(&mut early.places));
@@ -200,14 +227,15 @@ impl Store {
         blocks.extend(late.wait()?);
         let files_written: Vec<Target> = Target::ALL
             .into_iter()
-            .filter(|t| places.iter().any(|p| p.0 == *t))
+            .filter(|t| places.iter().any(|p| p.target == *t))
             .collect();
         let mut written: Vec<BlockWrite> = places
             .into_iter()
             .zip(blocks)
-            .map(|((target, index), block)| BlockWrite {
-                target,
-                index,
+            .filter(|(place, _)| !place.rewrite)
+            .map(|(place, block)| BlockWrite {
+                target: place.target,
+                index: place.index,
                 block,
             })
             .collect();
@@ -307,6 +335,21 @@ fn check_writes(
         }
         if !seen.insert((target, index)) {
             return Err(Error::Internal("a commit writes a block twice at once"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a commit's rewrites against the durable state's `map`: each goes
+/// to a slot it uses (a rewrite of a free one is a bug above), once.
+fn check_rewrites(rewrites: &[BlockWrite], map: &SlotMap) -> Result<(), Error> {
+    let mut seen = std::collections::HashSet::with_capacity(rewrites.len());
+    for w in rewrites {
+        if !map.is_used(w.target, w.index) {
+            return Err(Error::Internal("a commit rewrites a slot not in use"));
+        }
+        if !seen.insert((w.target, w.index)) {
+            return Err(Error::Internal("a commit rewrites a block twice at once"));
         }
     }
     Ok(())

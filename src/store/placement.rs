@@ -46,6 +46,10 @@ pub(crate) struct Placement {
     /// Whether commits move blocks out of the emptiest regions, so that
     /// later ones find wholly free regions.
     pub(crate) cleaning: bool,
+    /// The most used slots in a row between two of a plan's writes that
+    /// the plan writes again, unchanged, from RAM, so the two go out as one
+    /// run (0: none). The stores decide which they can.
+    pub(crate) rewrite_gap: u32,
 }
 
 impl Default for Placement {
@@ -54,6 +58,7 @@ impl Default for Placement {
             region_slots: 512,
             spare_percent: 20,
             cleaning: false,
+            rewrite_gap: 8,
         }
     }
 }
@@ -349,6 +354,7 @@ mod tests {
             region_slots,
             spare_percent,
             cleaning,
+            rewrite_gap: 0,
         }
     }
 

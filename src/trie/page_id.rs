@@ -45,6 +45,12 @@ impl PageId {
         self.level as usize
     }
 
+    /// The path leading here: the first [`PageId::root_depth`] bits of the
+    /// keys below, the later bits zero.
+    pub(crate) fn path(&self) -> &KeyPath {
+        &self.path
+    }
+
     /// Depth of the node this page's subtree hangs from (its cells start one deeper).
     pub fn root_depth(&self) -> usize {
         self.level() * PAGE_DEPTH

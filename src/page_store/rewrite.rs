@@ -1,0 +1,262 @@
+//! Gaps a plan fills: the pages lying between two of its writes, written
+//! again from the cache exactly as their slots hold them, so that the disk
+//! takes the writes and the gap as one request instead of several.
+//!
+//! Going round the file, a commit's pages land in the free slots of the
+//! regions it passes, about every other slot at the default spare share,
+//! and each run of free slots was a write request of its own. Nearly every
+//! page of the trie is in the cache, so the live pages between those runs
+//! are in RAM, sealed as on disk: written again, they join the runs. Only
+//! the published version of a page is cached, and only its slot is named
+//! here, so a rewrite carries the bytes its slot already holds.
+
+use std::sync::Arc;
+
+use super::{PagePlan, PageStore, Slots};
+use crate::block::IoBuf;
+use crate::store::{BlockWrite, Target};
+use crate::trie::page::Page;
+use crate::trie::page_id::PageId;
+
+/// Levels whose pages [`SlotIds`] can name: their paths fit the top 54 bits
+/// of a word. A tree of 2^40 keys has about ten.
+const NAMED_LEVELS: usize = 9;
+/// The low bits of a word [`SlotIds`] keeps a level in, which no such path
+/// uses.
+const LEVEL_BITS: u64 = 0x3ff;
+
+/// Which page each used slot of the pages file holds, in 8 bytes a slot:
+/// a page below [`NAMED_LEVELS`] is left out, and never rewritten.
+#[derive(Default)]
+pub(super) struct SlotIds(Vec<u64>);
+
+impl SlotIds {
+    /// Records that `slot` holds `id` (`None`: nothing the index names).
+    pub(super) fn set(&mut self, slot: u32, id: Option<PageId>) {
+        let word = id.map_or(0, |id| pack(&id));
+        let i = slot as usize;
+        if i >= self.0.len() {
+            if word == 0 {
+                return;
+            }
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = word;
+    }
+
+    fn get(&self, slot: u64) -> Option<PageId> {
+        let word = *self.0.get(usize::try_from(slot).ok()?)?;
+        let level = (word & LEVEL_BITS).checked_sub(1)? as usize;
+        let mut path = [0; 32];
+        path[..8].copy_from_slice(&(word & !LEVEL_BITS).to_be_bytes());
+        Some(PageId::on_path(&path, level))
+    }
+
+    /// Bytes of RAM it takes.
+    pub(super) fn bytes(&self) -> usize {
+        self.0.capacity() * 8
+    }
+}
+
+/// `id` as a word: its path's first bits and its level plus one; 0 for a
+/// page too deep to name so.
+fn pack(id: &PageId) -> u64 {
+    if id.level() > NAMED_LEVELS {
+        return 0;
+    }
+    let mut top = [0; 8];
+    top.copy_from_slice(&id.path()[..8]);
+    let top = u64::from_be_bytes(top);
+    (top & !LEVEL_BITS) | (id.level() as u64 + 1)
+}
+
+impl PageStore {
+    /// Fills each gap of at most [`crate::store::Placement::rewrite_gap`]
+    /// used slots between the plan's unstaged writes whose pages are all
+    /// cached: they go to the batch as rewrites, beside the writes.
+    pub(super) fn rewrite_gaps(&self, plan: &mut PagePlan, slots: &Slots) {
+        let longest = u64::from(self.store.placement().rewrite_gap);
+        if longest == 0 || plan.writes.len() < 2 {
+            return;
+        }
+        let mut written: Vec<u64> = plan.writes.iter().map(|w| w.index).collect();
+        written.sort_unstable();
+        let mut gap: Vec<(u64, Arc<Page>)> = Vec::new();
+        for pair in written.windows(2) {
+            let (from, to) = (pair[0] + 1, pair[1]);
+            if from == to || to - from > longest {
+                continue;
+            }
+            gap.clear();
+            for slot in from..to {
+                match self.cached_at(slots, slot) {
+                    Some(page) => gap.push((slot, page)),
+                    None => break,
+                }
+            }
+            if gap.len() as u64 != to - from {
+                continue;
+            }
+            for (index, page) in gap.drain(..) {
+                plan.rewrites.push(BlockWrite {
+                    target: Target::Pages,
+                    index,
+                    block: IoBuf::Shared(page),
+                });
+            }
+        }
+    }
+
+    /// The page `slot` holds, if the cache has it: the published version
+    /// of the page the index places there, as that slot holds it.
+    fn cached_at(&self, slots: &Slots, slot: u64) -> Option<Arc<Page>> {
+        self.cache.peek(&slots.ids.get(slot)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Batch, Store, StoreConfig};
+    use crate::test_support::Rng;
+
+    #[test]
+    fn a_slot_names_its_page_down_to_the_ninth_level() {
+        let mut rng = Rng(0xfeed);
+        let mut ids = SlotIds::default();
+        for level in 0..=12 {
+            let mut key = [0; 32];
+            for chunk in key.chunks_mut(8) {
+                chunk.copy_from_slice(&rng.next().to_le_bytes());
+            }
+            let id = PageId::on_path(&key, level);
+            ids.set(5, Some(id));
+            assert_eq!(ids.get(5), (level <= NAMED_LEVELS).then_some(id));
+            ids.set(5, None);
+            assert_eq!(ids.get(5), None);
+        }
+        assert_eq!(ids.get(1 << 20), None);
+    }
+
+    /// Pages at level 3 (cached, not resident), `n` of them.
+    fn pages_of(n: u64) -> Vec<PageId> {
+        (0..n)
+            .map(|i| {
+                let mut id = PageId::ROOT;
+                for shift in [0, 6, 12] {
+                    id = id.child(((i >> shift) & 63) as u8).unwrap();
+                }
+                id
+            })
+            .collect()
+    }
+
+    fn commit(store: &Store, pages: &PageStore, changes: &[(PageId, u8)]) -> u64 {
+        let mut plan = pages.begin_plan(store.meta().seqno + 1);
+        let changes = changes
+            .iter()
+            .map(|&(id, version)| {
+                let mut page = Page::new(&id);
+                page.set_node(5, &[version; 32]);
+                super::super::ChangedPage {
+                    id,
+                    page: Some(Arc::new(page)),
+                    taken: false,
+                }
+            })
+            .collect();
+        pages.plan(&mut plan, changes).unwrap();
+        let mut batch = Batch::new([0; 32], store.meta().lengths);
+        plan.stage(&mut batch);
+        let rewritten = plan.rewritten();
+        let mut written = store.persist(batch).unwrap();
+        pages.publish(plan, written.take(Target::Pages));
+        rewritten
+    }
+
+    #[test]
+    fn a_commit_writes_the_cached_pages_between_its_writes_again_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::small();
+        // No spare share and regions of 4 slots: the moves below fill two
+        // new regions, and the commit after them takes the slots they freed.
+        config.tuning.placement.cleaning = false;
+        config.tuning.placement.spare_percent = 0;
+        config.tuning.placement.region_slots = 4;
+        let store = Arc::new(Store::open(dir.path(), config).unwrap());
+        let pages = PageStore::open(&store, 1000).unwrap();
+        let all = pages_of(60);
+        let first: Vec<(PageId, u8)> = all.iter().map(|&id| (id, 1)).collect();
+        assert_eq!(commit(&store, &pages, &first), 0);
+        let slot = |id: &PageId| pages.slots.read().index.candidates(id).next().unwrap();
+        let before: Vec<(u32, Vec<u8>)> = (0..60)
+            .map(|s| (s, store.read(Target::Pages, s.into()).unwrap().0.to_vec()))
+            .collect();
+        // Gaps of two and of four cached pages, of one; one of three with an
+        // uncached page; some longer than 8, the longest filled.
+        let freeing: [u32; 8] = [0, 3, 20, 24, 40, 51, 56, 58];
+        let at: Vec<PageId> = freeing
+            .iter()
+            .map(|&s| *all.iter().find(|id| slot(id) == s).unwrap())
+            .collect();
+        let moved: Vec<(PageId, u8)> = at.iter().map(|&id| (id, 2)).collect();
+        commit(&store, &pages, &moved);
+        let uncached = *all.iter().find(|id| slot(id) == 22).unwrap();
+        pages.cache.remove(&uncached);
+        // The next commit's pages land in the slots freed.
+        let again: Vec<(PageId, u8)> = at.iter().map(|&id| (id, 3)).collect();
+        let mut plan = pages.begin_plan(store.meta().seqno + 1);
+        let changes = again
+            .iter()
+            .map(|&(id, v)| {
+                let mut page = Page::new(&id);
+                page.set_node(5, &[v; 32]);
+                super::super::ChangedPage {
+                    id,
+                    page: Some(Arc::new(page)),
+                    taken: false,
+                }
+            })
+            .collect();
+        pages.plan(&mut plan, changes).unwrap();
+        let mut written: Vec<u64> = plan.writes.iter().map(|w| w.index).collect();
+        written.sort_unstable();
+        assert_eq!(written, freeing.map(u64::from));
+        let mut rewritten: Vec<u64> = plan.rewrites.iter().map(|w| w.index).collect();
+        rewritten.sort_unstable();
+        assert_eq!(rewritten, [1, 2, 52, 53, 54, 55, 57]);
+        let mut batch = Batch::new([0; 32], store.meta().lengths);
+        plan.stage(&mut batch);
+        let mut done = store.persist(batch).unwrap();
+        pages.publish(plan, done.take(Target::Pages));
+        // The slots written again hold what they held; every page reads back.
+        for &s in &rewritten {
+            let (_, bytes) = &before[s as usize];
+            assert_eq!(&store.read(Target::Pages, s).unwrap().0[..], &bytes[..]);
+        }
+        for id in &all {
+            let want = if at.contains(id) { 3 } else { 1 };
+            assert_eq!(pages.get(id).unwrap().unwrap().node(5)[0], want);
+        }
+    }
+
+    #[test]
+    fn the_store_refuses_a_rewrite_of_a_slot_not_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path(), StoreConfig::small()).unwrap());
+        let pages = PageStore::open(&store, 100).unwrap();
+        let ids = pages_of(4);
+        let changes: Vec<(PageId, u8)> = ids.iter().map(|&id| (id, 1)).collect();
+        commit(&store, &pages, &changes);
+        let page = pages.cache.peek(&ids[0]).unwrap();
+        let mut batch = Batch::new([0; 32], store.meta().lengths);
+        batch.rewrites.push(BlockWrite {
+            target: Target::Pages,
+            index: 9,
+            block: IoBuf::Shared(page),
+        });
+        assert!(matches!(store.persist(batch), Err(crate::Error::Internal(_))));
+        // Refused before anything was written: the store goes on.
+        assert_eq!(commit(&store, &pages, &[(ids[1], 2)]), 0);
+    }
+}
