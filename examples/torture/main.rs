@@ -76,6 +76,13 @@ struct Args {
     /// as often as they can (on the committing thread), so faults cut them.
     #[arg(long, value_enum, default_value_t = Logs::Production)]
     logs: Logs,
+    /// Where commits put their blocks, in regions of 8 with a quarter of
+    /// the files spare: `clean`, the cleaner moving blocks out of sparse
+    /// regions in most commits, or `rewrite`, no cleaner and gaps of up to
+    /// 8 cached pages written again between a commit's writes; so faults
+    /// land among moves or among rewrites.
+    #[arg(long, value_enum, default_value_t = Placing::Clean)]
+    placement: Placing,
     /// Internal: run as the child that commits from this block on until killed.
     #[arg(long, hide = true)]
     child_from: Option<u64>,
@@ -93,25 +100,40 @@ enum Logs {
     Small,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Placing {
+    Clean,
+    Rewrite,
+}
+
 /// The engine and log tuning of this run, set once from the arguments.
-static SETUP: std::sync::OnceLock<(Engine, Logs)> = std::sync::OnceLock::new();
+static SETUP: std::sync::OnceLock<(Engine, Logs, Placing)> = std::sync::OnceLock::new();
 
 fn options(dir: &Path) -> Options {
-    let (engine, logs) = SETUP
-        .get()
-        .copied()
-        .unwrap_or((Engine::Uring, Logs::Production));
+    let (engine, logs, placing) =
+        SETUP
+            .get()
+            .copied()
+            .unwrap_or((Engine::Uring, Logs::Production, Placing::Clean));
     let options = Options::new(dir)
         .commit_workers(2)
         .page_cache_mib(2)
         .value_cache_mib(1)
         .history(WINDOW)
         // Regions of 8 blocks with a quarter spare: commits place their
-        // blocks in runs and the cleaner moves blocks in most of them, so
-        // every kill, power loss and error can land during cleaning.
+        // blocks in runs and the cleaner moves blocks in most of them, or
+        // they write cached pages again between their writes, so every
+        // kill, power loss and error can land among moves or rewrites.
         .region_blocks(8)
-        .spare_space_percent(25)
-        .clean_regions(true)
+        .spare_space_percent(match placing {
+            Placing::Clean => 25,
+            Placing::Rewrite => 0,
+        })
+        .clean_regions(placing == Placing::Clean)
+        .rewrite_gap_blocks(match placing {
+            Placing::Clean => 2,
+            Placing::Rewrite => 8,
+        })
         .io_backend(match engine {
             Engine::Uring => IoBackend::IoUring,
             Engine::Threads => IoBackend::ThreadPool,
@@ -178,6 +200,9 @@ struct Torture {
     /// Reopens that found the commit after the last acknowledged one.
     rolled_forward: u64,
     in_doubt: u64,
+    /// Pages the sessions that faulted wrote again to join runs
+    /// (`Metrics::blocks_rewritten`): faults landed among rewrites.
+    rewritten: u64,
 }
 
 impl Torture {
@@ -252,13 +277,16 @@ impl Torture {
         Ok(())
     }
 
-    /// The child's `--io` (0) or `--logs` (1) argument: this run's.
+    /// The child's `--io` (0), `--logs` (1) or `--placement` (2)
+    /// argument: this run's.
     fn setup_arg(&self, which: usize) -> &'static str {
         match (SETUP.get(), which) {
-            (Some((Engine::Threads, _)), 0) => "threads",
+            (Some((Engine::Threads, _, _)), 0) => "threads",
             (_, 0) => "uring",
-            (Some((_, Logs::Small)), _) => "small",
-            _ => "production",
+            (Some((_, Logs::Small, _)), 1) => "small",
+            (_, 1) => "production",
+            (Some((_, _, Placing::Rewrite)), _) => "rewrite",
+            _ => "clean",
         }
     }
 
@@ -271,6 +299,7 @@ impl Torture {
             .args(["--child-from", &self.n.to_string()])
             .args(["--io", self.setup_arg(0)])
             .args(["--logs", self.setup_arg(1)])
+            .args(["--placement", self.setup_arg(2)])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::piped())
@@ -360,6 +389,8 @@ impl Torture {
             self.in_doubt += 1;
         }
         let allowed = allowed(&outcome);
+        // Pages written again to join runs, in sessions that faulted.
+        self.rewritten += db.metrics().blocks_rewritten;
         faults.clear();
         let event = if power_loss {
             let seed = self.rng.next();
@@ -464,10 +495,11 @@ fn run(args: &Args) -> Result<(), String> {
         errors: 0,
         rolled_forward: 0,
         in_doubt: 0,
+        rewritten: 0,
     };
     println!(
-        "torture: seed {}, {} kills, {} power losses, {} errors, {} corruptions, {} fuzz inputs per decoder; {:?} I/O engine, {:?} log tuning",
-        args.seed, args.kills, args.power_losses, args.errors, args.corruptions, args.fuzz, args.io, args.logs
+        "torture: seed {}, {} kills, {} power losses, {} errors, {} corruptions, {} fuzz inputs per decoder; {:?} I/O engine, {:?} log tuning, {:?} placement",
+        args.seed, args.kills, args.power_losses, args.errors, args.corruptions, args.fuzz, args.io, args.logs, args.placement
     );
     let mut round = 0;
     while t.kills < args.kills || t.power_losses < args.power_losses || t.errors < args.errors {
@@ -486,8 +518,8 @@ fn run(args: &Args) -> Result<(), String> {
             }
         }
         println!(
-            "round {round}: {} kills, {} power losses, {} errors; {} blocks committed, {} faulted rollbacks, {} found rolled forward, {:.0?}",
-            t.kills, t.power_losses, t.errors, t.n, t.rollbacks, t.rolled_forward, started.elapsed()
+            "round {round}: {} kills, {} power losses, {} errors; {} blocks committed, {} faulted rollbacks, {} found rolled forward, {} pages rewritten in faulted sessions, {:.0?}",
+            t.kills, t.power_losses, t.errors, t.n, t.rollbacks, t.rolled_forward, t.rewritten, started.elapsed()
         );
     }
 
@@ -510,15 +542,17 @@ fn run(args: &Args) -> Result<(), String> {
     println!("fuzz: {inputs} inputs to 4 decoders (path, multi-proof, witness, chunk): {decoded} decoded and checked, {panics} panics");
     let ok = c.panics == 0 && c.wrong == 0 && panics == 0;
     println!(
-        "summary: seed {} ({:?}, {:?} logs): {} kills, {} power losses, {} errors ({} in doubt), {} blocks; 0 lost, 0 partial; corruptions {} trials, {} panics, {} wrong values; fuzz {} inputs, {} panics; {:.1?}: {}",
+        "summary: seed {} ({:?}, {:?} logs, {:?} placement): {} kills, {} power losses, {} errors ({} in doubt), {} blocks, {} pages rewritten in faulted sessions; 0 lost, 0 partial; corruptions {} trials, {} panics, {} wrong values; fuzz {} inputs, {} panics; {:.1?}: {}",
         args.seed,
         args.io,
         args.logs,
+        args.placement,
         t.kills,
         t.power_losses,
         t.errors,
         t.in_doubt,
         t.n,
+        t.rewritten,
         c.trials,
         c.panics,
         c.wrong,
@@ -535,7 +569,7 @@ fn run(args: &Args) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let _ = SETUP.set((args.io, args.logs));
+    let _ = SETUP.set((args.io, args.logs, args.placement));
     if let Some(from) = args.child_from {
         return child(&args, from);
     }

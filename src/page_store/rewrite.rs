@@ -10,6 +10,7 @@
 //! the published version of a page is cached, and only its slot is named
 //! here, so a rewrite carries the bytes its slot already holds.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{PagePlan, PageStore, Slots};
@@ -18,34 +19,51 @@ use crate::store::{BlockWrite, Target};
 use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 
-/// Levels whose pages [`SlotIds`] can name: their paths fit the top 54 bits
-/// of a word. A tree of 2^40 keys has about ten.
-const NAMED_LEVELS: usize = 9;
-/// The low bits of a word [`SlotIds`] keeps a level in, which no such path
-/// uses.
+/// Levels whose pages [`SlotIds`] names in a word: their paths fit its top
+/// 54 bits. A tree of 2^40 hashed keys has about ten.
+const PACKED_LEVELS: usize = 9;
+/// The low bits of a word, which keep a packed page's level plus one.
 const LEVEL_BITS: u64 = 0x3ff;
+/// A word whose page is deeper than [`PACKED_LEVELS`], kept beside.
+const DEEP: u64 = LEVEL_BITS;
 
-/// Which page each used slot of the pages file holds, in 8 bytes a slot:
-/// a page below [`NAMED_LEVELS`] is left out, and never rewritten.
+/// Which page each used slot of the pages file holds: 8 bytes a slot, and
+/// a map entry for each page too deep to pack (long shared key prefixes).
 #[derive(Default)]
-pub(super) struct SlotIds(Vec<u64>);
+pub(super) struct SlotIds {
+    words: Vec<u64>,
+    deep: HashMap<u32, PageId>,
+}
 
 impl SlotIds {
     /// Records that `slot` holds `id` (`None`: nothing the index names).
     pub(super) fn set(&mut self, slot: u32, id: Option<PageId>) {
-        let word = id.map_or(0, |id| pack(&id));
         let i = slot as usize;
-        if i >= self.0.len() {
+        if self.words.get(i) == Some(&DEEP) {
+            self.deep.remove(&slot);
+        }
+        let word = match id {
+            None => 0,
+            Some(id) if id.level() > PACKED_LEVELS => {
+                self.deep.insert(slot, id);
+                DEEP
+            }
+            Some(id) => pack(&id),
+        };
+        if i >= self.words.len() {
             if word == 0 {
                 return;
             }
-            self.0.resize(i + 1, 0);
+            self.words.resize(i + 1, 0);
         }
-        self.0[i] = word;
+        self.words[i] = word;
     }
 
     fn get(&self, slot: u64) -> Option<PageId> {
-        let word = *self.0.get(usize::try_from(slot).ok()?)?;
+        let word = *self.words.get(usize::try_from(slot).ok()?)?;
+        if word == DEEP {
+            return self.deep.get(&u32::try_from(slot).ok()?).copied();
+        }
         let level = (word & LEVEL_BITS).checked_sub(1)? as usize;
         let mut path = [0; 32];
         path[..8].copy_from_slice(&(word & !LEVEL_BITS).to_be_bytes());
@@ -54,20 +72,17 @@ impl SlotIds {
 
     /// Bytes of RAM it takes.
     pub(super) fn bytes(&self) -> usize {
-        self.0.capacity() * 8
+        self.words.capacity() * 8
+            + self.deep.capacity() * (std::mem::size_of::<(u32, PageId)>() + 1)
     }
 }
 
-/// `id` as a word: its path's first bits and its level plus one; 0 for a
-/// page too deep to name so.
+/// A page of at most [`PACKED_LEVELS`] as a word: its path's first bits and
+/// its level plus one.
 fn pack(id: &PageId) -> u64 {
-    if id.level() > NAMED_LEVELS {
-        return 0;
-    }
     let mut top = [0; 8];
     top.copy_from_slice(&id.path()[..8]);
-    let top = u64::from_be_bytes(top);
-    (top & !LEVEL_BITS) | (id.level() as u64 + 1)
+    (u64::from_be_bytes(top) & !LEVEL_BITS) | (id.level() as u64 + 1)
 }
 
 impl PageStore {
@@ -119,22 +134,28 @@ mod tests {
     use super::*;
     use crate::store::{Batch, Store, StoreConfig};
     use crate::test_support::Rng;
+    use crate::trie::page_id::MAX_PAGE_LEVEL;
 
     #[test]
-    fn a_slot_names_its_page_down_to_the_ninth_level() {
+    fn a_slot_names_its_page_at_any_level() {
         let mut rng = Rng(0xfeed);
         let mut ids = SlotIds::default();
-        for level in 0..=12 {
+        for level in 0..=MAX_PAGE_LEVEL {
             let mut key = [0; 32];
             for chunk in key.chunks_mut(8) {
                 chunk.copy_from_slice(&rng.next().to_le_bytes());
             }
             let id = PageId::on_path(&key, level);
             ids.set(5, Some(id));
-            assert_eq!(ids.get(5), (level <= NAMED_LEVELS).then_some(id));
+            assert_eq!(ids.get(5), Some(id));
+            ids.set(6, Some(id));
+            ids.set(6, Some(PageId::ROOT));
+            assert_eq!(ids.get(6), Some(PageId::ROOT));
             ids.set(5, None);
             assert_eq!(ids.get(5), None);
         }
+        // Nothing deep is kept once its slot holds something else.
+        assert!(ids.deep.is_empty());
         assert_eq!(ids.get(1 << 20), None);
     }
 
@@ -183,6 +204,7 @@ mod tests {
         config.tuning.placement.cleaning = false;
         config.tuning.placement.spare_percent = 0;
         config.tuning.placement.region_slots = 4;
+        config.tuning.placement.rewrite_gap = 4;
         let store = Arc::new(Store::open(dir.path(), config).unwrap());
         let pages = PageStore::open(&store, 1000).unwrap();
         let all = pages_of(60);
@@ -192,8 +214,8 @@ mod tests {
         let before: Vec<(u32, Vec<u8>)> = (0..60)
             .map(|s| (s, store.read(Target::Pages, s.into()).unwrap().0.to_vec()))
             .collect();
-        // Gaps of two and of four cached pages, of one; one of three with an
-        // uncached page; some longer than 8, the longest filled.
+        // Gaps of two, four and one cached pages; one of three with an
+        // uncached page; some longer than the longest filled, 4.
         let freeing: [u32; 8] = [0, 3, 20, 24, 40, 51, 56, 58];
         let at: Vec<PageId> = freeing
             .iter()

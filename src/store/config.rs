@@ -100,7 +100,7 @@ impl Tuning {
             region_slots: 8,
             spare_percent: 25,
             cleaning: true,
-            rewrite_gap: 8,
+            rewrite_gap: 2,
         },
     };
 }

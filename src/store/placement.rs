@@ -58,7 +58,7 @@ impl Default for Placement {
             region_slots: 512,
             spare_percent: 20,
             cleaning: false,
-            rewrite_gap: 8,
+            rewrite_gap: 2,
         }
     }
 }
