@@ -32,8 +32,8 @@ pub(crate) use change::{
     CHANGE_RAM_BYTES, CHANGE_RECORD_BYTES,
 };
 use index::SlotIndex;
-use rewrite::SlotIds;
 use noted::{index_from, note};
+use rewrite::SlotIds;
 
 use crate::block::{Block, BlockBuf, IoBuf, BLOCK_SIZE};
 use crate::clock::CacheCounts;

@@ -172,7 +172,8 @@ mod tests {
             .collect()
     }
 
-    fn commit(store: &Store, pages: &PageStore, changes: &[(PageId, u8)]) -> u64 {
+    /// A plan of `changes` (a page and the byte its node 5 is filled with).
+    fn planned(store: &Store, pages: &PageStore, changes: &[(PageId, u8)]) -> PagePlan {
         let mut plan = pages.begin_plan(store.meta().seqno + 1);
         let changes = changes
             .iter()
@@ -187,12 +188,21 @@ mod tests {
             })
             .collect();
         pages.plan(&mut plan, changes).unwrap();
+        plan
+    }
+
+    /// Commits `plan`; the pages it wrote again.
+    fn commit_plan(store: &Store, pages: &PageStore, mut plan: PagePlan) -> u64 {
         let mut batch = Batch::new([0; 32], store.meta().lengths);
         plan.stage(&mut batch);
         let rewritten = plan.rewritten();
         let mut written = store.persist(batch).unwrap();
         pages.publish(plan, written.take(Target::Pages));
         rewritten
+    }
+
+    fn commit(store: &Store, pages: &PageStore, changes: &[(PageId, u8)]) -> u64 {
+        commit_plan(store, pages, planned(store, pages, changes))
     }
 
     #[test]
@@ -227,30 +237,14 @@ mod tests {
         pages.cache.remove(&uncached);
         // The next commit's pages land in the slots freed.
         let again: Vec<(PageId, u8)> = at.iter().map(|&id| (id, 3)).collect();
-        let mut plan = pages.begin_plan(store.meta().seqno + 1);
-        let changes = again
-            .iter()
-            .map(|&(id, v)| {
-                let mut page = Page::new(&id);
-                page.set_node(5, &[v; 32]);
-                super::super::ChangedPage {
-                    id,
-                    page: Some(Arc::new(page)),
-                    taken: false,
-                }
-            })
-            .collect();
-        pages.plan(&mut plan, changes).unwrap();
+        let plan = planned(&store, &pages, &again);
         let mut written: Vec<u64> = plan.writes.iter().map(|w| w.index).collect();
         written.sort_unstable();
         assert_eq!(written, freeing.map(u64::from));
         let mut rewritten: Vec<u64> = plan.rewrites.iter().map(|w| w.index).collect();
         rewritten.sort_unstable();
         assert_eq!(rewritten, [1, 2, 52, 53, 54, 55, 57]);
-        let mut batch = Batch::new([0; 32], store.meta().lengths);
-        plan.stage(&mut batch);
-        let mut done = store.persist(batch).unwrap();
-        pages.publish(plan, done.take(Target::Pages));
+        assert_eq!(commit_plan(&store, &pages, plan), 7);
         // The slots written again hold what they held; every page reads back.
         for &s in &rewritten {
             let (_, bytes) = &before[s as usize];
@@ -277,7 +271,10 @@ mod tests {
             index: 9,
             block: IoBuf::Shared(page),
         });
-        assert!(matches!(store.persist(batch), Err(crate::Error::Internal(_))));
+        assert!(matches!(
+            store.persist(batch),
+            Err(crate::Error::Internal(_))
+        ));
         // Refused before anything was written: the store goes on.
         assert_eq!(commit(&store, &pages, &[(ids[1], 2)]), 0);
     }

@@ -1,5 +1,6 @@
 //! The commit protocol (docs/format.md, "Commit protocol"): a commit's
-//! blocks go to slots the durable state does not use, with its log records
+//! blocks go to slots the durable state does not use (beside rewrites of
+//! used slots' own bytes, which change nothing), with its log records
 //! past their logs' ends, all synced; then the slot map, synced, is the
 //! commit point; then the meta record. A failure before the commit point
 //! leaves the durable state as it was; any failure poisons the store.
@@ -87,11 +88,11 @@ impl Store {
                 rewrite,
             })
             .collect();
-        let pending = self.io.start_all(
-            all.into_iter()
-                .zip(offsets)
-                .map(|((w, _), offset)| (self.targets[w.target as usize].clone(), offset, w.block)),
-        );
+        let pending =
+            self.io
+                .start_all(all.into_iter().zip(offsets).map(|((w, _), offset)| {
+                    (self.targets[w.target as usize].clone(), offset, w.block)
+                }));
         Ok((places, pending))
     }
 
@@ -203,7 +204,8 @@ impl Store {
         map_blocks: Vec<BlockBuf>,
     ) -> Result<Written, Error> {
         // 1. The blocks, to slots the durable state does not use (some
-        // started early), and the catalog and history records, past their
+        // started early; rewrites beside them change no slot's bytes), and
+        // the catalog and history records, past their
         // logs' ends; synced before the map names them. A failure here leaves
         // the durable state as it was.
         let logged: Vec<(Arc<DataFile>, Writes)> = records
