@@ -320,8 +320,9 @@ impl Options {
     /// ([`Options::spare_space_percent`]) a commit's pages land about every
     /// other slot: at 2^24 accounts, 2 took a third of the write requests
     /// away for a fifth more bytes written
-    /// ([`crate::Metrics::blocks_rewritten`]) and commits about 4% shorter;
-    /// 8 wrote 60% more bytes and made commits slower (docs/benchmarks.md,
+    /// ([`crate::Metrics::blocks_rewritten`]) and commits about 4% shorter
+    /// (at 2^27 a quarter, commits level); 8 wrote 60% more bytes and made
+    /// commits slower (docs/benchmarks.md,
     /// "Writes in long runs"). Placement only: a database may be reopened
     /// with another value.
     pub fn rewrite_gap_blocks(mut self, blocks: u32) -> Options {
