@@ -20,7 +20,7 @@ use crate::trie::page::Page;
 use crate::trie::page_id::PageId;
 
 /// Levels whose pages [`SlotIds`] names in a word: their paths fit its top
-/// 54 bits. A tree of 2^40 hashed keys has about ten.
+/// 54 bits. A tree of 2^40 hashed keys has about seven.
 const PACKED_LEVELS: usize = 9;
 /// The low bits of a word, which keep a packed page's level plus one.
 const LEVEL_BITS: u64 = 0x3ff;
