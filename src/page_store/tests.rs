@@ -522,7 +522,7 @@ fn a_prefetched_block_from_a_page_s_old_slot_is_not_cached() {
 
 #[test]
 fn a_warming_read_takes_the_slots_close_together() {
-    let take = |slots: &[u32]| super::close_together(slots.iter().copied());
+    let take = |slots: &[u32]| super::warm::close_together(slots.iter().copied());
     assert_eq!(take(&[]), 0);
     assert_eq!(take(&[7]), 1);
     // Gaps of up to WARM_GAP blocks are read in passing; a longer one ends the read.
@@ -531,9 +531,9 @@ fn a_warming_read_takes_the_slots_close_together() {
     assert_eq!(take(&[10, 12, 3, 4]), 2);
     // At most WARM_SPAN blocks from the first.
     let dense: Vec<u32> = (100..1000).collect();
-    assert_eq!(take(&dense), super::WARM_SPAN);
+    assert_eq!(take(&dense), super::warm::WARM_SPAN);
     let sparse: Vec<u32> = (0..100).map(|i| 1000 + 10 * i).collect();
-    assert_eq!(take(&sparse), super::WARM_SPAN / 10 + 1);
+    assert_eq!(take(&sparse), super::warm::WARM_SPAN / 10 + 1);
 }
 
 /// Pages written side by side are warmed a span at a time, each one cached
@@ -557,7 +557,7 @@ fn the_warmer_reads_close_pages_together_and_caches_them_all() {
     while pages.warm().unwrap() {
         reads += 1;
     }
-    assert_eq!(reads, 600usize.div_ceil(super::WARM_SPAN));
+    assert_eq!(reads, 600usize.div_ceil(super::warm::WARM_SPAN));
     // Each block a span read counts, as the engine's reads do.
     assert_eq!(blocks_read() - before, 600);
     assert!(
