@@ -3,11 +3,12 @@
 //! freed once the commit is durable; the file grows only when no slot is free.
 //!
 //! RAM holds a slot index of a few bytes per page, so a lookup costs at most one
-//! read and a page that is not stored costs none, and its inverse, so a
-//! commit can write cached pages again to join its runs (`rewrite`); the top three page levels stay
-//! in RAM, and a bounded cache holds more. Changes are planned against the
-//! current state, committed by the caller through [`crate::store::Store`], and
-//! published here only once durable.
+//! read and a page that is not stored costs none, and its inverse, so a commit
+//! can write cached pages again to join its runs (`rewrite`). The top three
+//! page levels stay in RAM, and a bounded cache holds more (`warm` fills it
+//! after an open). Changes are planned against the current state, committed
+//! by the caller through [`crate::store::Store`], and published here only
+//! once durable.
 //!
 //! Owns slots, the index and the cache; knows pages only as blocks that name
 //! themselves. May not decide what a page contains: that is the trie update's (`update`).
