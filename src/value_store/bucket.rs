@@ -115,18 +115,32 @@ pub(super) fn entry_len(value: &[u8]) -> usize {
 /// Bytes the entries of bucket `b` take, from a walk of their lengths that
 /// stops at the first out of bounds.
 pub(super) fn payload_of(b: &Block) -> usize {
+    layout(b, |_| {}) - HEADER
+}
+
+/// Where the entries of bucket `b` end, from a walk of their lengths that
+/// stops at the first out of bounds; `extent` is told each overflow extent
+/// `(start, blocks)` passed.
+fn layout(b: &Block, mut extent: impl FnMut((u64, u64))) -> usize {
     let mut at = HEADER;
     for _ in 0..u16::from_le_bytes(b.array(6)) {
-        let end = match b.0.get(at + 32) {
-            Some(&tag) => at + 33 + body_len(tag),
+        let (tag, end) = match b.0.get(at + 32) {
+            Some(&tag) => (tag, at + 33 + body_len(tag)),
             None => break,
         };
         if end > CHECKSUM {
             break;
         }
+        if tag == OVERFLOW_TAG {
+            let len = u32::from_le_bytes(b.array(at + 33));
+            extent((
+                b.u64_at(at + 33 + 36),
+                super::overflow::blocks_for(len as usize),
+            ));
+        }
         at = end;
     }
-    at - HEADER
+    at
 }
 
 /// Encodes `entries` (sorted, fitting [`PAYLOAD`]) as commit `seqno`'s bucket.
@@ -404,30 +418,24 @@ pub(super) fn patch(
     seqno: u64,
 ) -> Result<Option<Patched>, Error> {
     let mut spots = Vec::with_capacity(changes.len());
-    let mut extents = Vec::new();
-    let mut end = HEADER;
-    let mut pending = changes.iter().peekable();
-    for e in entries(b)? {
-        let e = e?;
-        end = e.end;
-        extents.extend(e.extent());
-        let Some((key, value)) = pending.peek() else {
-            continue;
+    let mut walk = entries(b)?;
+    for (key, value) in changes {
+        // Skipping compares a word of each key passed: decoding every entry
+        // made this walk the value planner's hottest loop.
+        walk.skip_below(key);
+        let e = match walk.next() {
+            Some(e) => e?,
+            None => return Ok(None),
         };
-        if *key < e.key {
-            return Ok(None);
-        }
-        if *key == e.key {
-            match (e.inline, value) {
-                (Some(old), Some(new)) if old.len() == new.len() => spots.push((e.end, old, new)),
-                _ => return Ok(None),
+        match (e.inline, value) {
+            (Some(old), Some(new)) if e.key == *key && old.len() == new.len() => {
+                spots.push((e.end, old, new))
             }
-            pending.next();
+            _ => return Ok(None),
         }
     }
-    if pending.next().is_some() {
-        return Ok(None);
-    }
+    let mut extents = Vec::new();
+    let end = layout(b, |extent| extents.push(extent));
     let mut block = Block::for_read();
     block.0.copy_from_slice(&b.0);
     let previous = spots.iter().map(|(_, old, _)| old.to_vec()).collect();

@@ -158,6 +158,14 @@ fn patch_writes_over_same_length_values_only() {
     ] {
         assert!(patch(&b, &refused, 6).unwrap().is_none());
     }
+    // A key sharing its first word with a stored one is not taken for it.
+    let mut near = [1; 32];
+    near[31] = 2;
+    assert!(patch(&b, &[(near, Some(vec![0; 8]))], 6).unwrap().is_none());
+    // Entries counted past the block's end are reported, not passed.
+    let mut damaged = b.clone();
+    damaged.0[6..8].copy_from_slice(&u16::MAX.to_le_bytes());
+    assert!(patch(&damaged, &[change(9, Some(&[0; 8]))], 6).is_err());
 }
 
 /// A seek that meets an entry running past the block reports it, as a
