@@ -208,7 +208,8 @@ impl Shared {
         // 2^24 they were some 800 lone reads a commit, each queued behind
         // the commit's writes; read in full before the workers started, the
         // CPUs idled for 70 to 90 ms a commit (250 on a cold disk).
-        let load = self.values.start_load(&writes);
+        let subtree_depth = crate::update::unstored_depth(self.values.len());
+        let load = self.values.start_load(&writes, subtree_depth);
         let staging = Mutex::new(self.begin_staging(seqno));
         let (trie, values) = std::thread::scope(|s| {
             // Not started: the load ends unread and readers read for themselves.

@@ -27,6 +27,18 @@ pub(crate) use unwritten::Unwritten;
 pub(crate) use worker::{Change, Tree, STORE_MIN_LEAVES};
 use worker::{ChildDone, Old, Pos, Work, Worker};
 
+/// The depth of the subtrees a trie of `keys` keys leaves unstored as a
+/// rule: the first page boundary where a subtree holds fewer than
+/// [`STORE_MIN_LEAVES`] keys on average (a denser or sparser part of the
+/// key space may differ).
+pub(crate) fn unstored_depth(keys: usize) -> usize {
+    let mut depth = PAGE_DEPTH;
+    while keys.checked_shr(depth as u32).unwrap_or(0) as u64 >= STORE_MIN_LEAVES {
+        depth += PAGE_DEPTH;
+    }
+    depth
+}
+
 /// Page changes: `Some` stores a page, `None` deletes it.
 pub(crate) use crate::page_store::PageChanges;
 

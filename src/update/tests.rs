@@ -197,3 +197,13 @@ fn seen_hashes_are_checked_before_use() {
         "{reads_wrong} bucket reads with wrong hints, {reads} without"
     );
 }
+
+#[test]
+fn subtrees_go_unstored_at_the_first_page_boundary_with_few_keys_each() {
+    // 2^24 keys: 64 under each prefix of 18 bits, 1 under one of 24.
+    assert_eq!(super::unstored_depth(1 << 24), 24);
+    assert_eq!(super::unstored_depth(1 << 27), 24);
+    assert_eq!(super::unstored_depth(1 << 20), 18);
+    assert_eq!(super::unstored_depth(19), 6);
+    assert_eq!(super::unstored_depth(usize::MAX), 60);
+}

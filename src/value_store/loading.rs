@@ -18,7 +18,7 @@ use super::plan::SMALL;
 use super::{BucketRead, ValueStore};
 use crate::block::Block;
 use crate::store::Target;
-use crate::trie::KeyPath;
+use crate::trie::{prefix, shares_prefix, KeyPath};
 
 impl ValueStore {
     /// The buckets that `changes` (sorted by key) fall in and that the cache
@@ -27,7 +27,17 @@ impl ValueStore {
     /// one in too), at most half the cache's worth, so that none pushes
     /// another out before it is used: marked on their way, so that from now
     /// on a reader that needs one waits for [`BucketLoad::run`] to bring it.
-    pub(crate) fn start_load(&self, changes: &[(KeyPath, Option<Vec<u8>>)]) -> BucketLoad<'_> {
+    ///
+    /// The trie update asks the value store for the keys of each subtree
+    /// it does not store, at depth `subtree_depth` as a rule: the buckets
+    /// beside a changed one that such a subtree of its first or last change
+    /// spans are loaded too (left to the trie workers, they were lone reads
+    /// queued behind the commit's writes).
+    pub(crate) fn start_load(
+        &self,
+        changes: &[(KeyPath, Option<Vec<u8>>)],
+        subtree_depth: usize,
+    ) -> BucketLoad<'_> {
         let room = self.cache.capacity() / 2;
         let state = self.state.read();
         let dir = &state.dir;
@@ -35,17 +45,24 @@ impl ValueStore {
         let mut slots = Vec::new();
         // By `slots`: the neighbour to judge once that bucket arrives.
         let mut neighbours = Vec::new();
+        let mut listed = HashSet::new();
         for range in by_bucket(&homes) {
             let next_changed = homes.get(range.end).copied().flatten();
             let Some((min, meta)) = homes[range.start] else {
                 continue;
             };
             let group = &changes[range];
+            let after = dir.successor(&min);
+            for slot in spanned(dir, group, &min, after.map(|a| a.0), subtree_depth) {
+                if slot != meta.slot && !self.cache.has_bucket(slot) && listed.insert(slot) {
+                    slots.push(slot);
+                    neighbours.push(None);
+                }
+            }
             // The next bucket, if the plan may take it in (a neighbour read
             // in the plan waits behind the commit's writes: 1.4 ms each, some
             // 150 a commit at 2^24, mostly next to buckets that take new keys).
-            let next = dir
-                .successor(&min)
+            let next = after
                 .filter(|&(next, slot)| {
                     next_changed.is_none_or(|h| h.0 != next) && !self.cache.has_bucket(slot)
                 })
@@ -54,8 +71,10 @@ impl ValueStore {
                     change: change_len(dir, meta, group),
                 });
             if !self.cache.has_bucket(meta.slot) {
-                slots.push(meta.slot);
-                neighbours.push(next);
+                if listed.insert(meta.slot) {
+                    slots.push(meta.slot);
+                    neighbours.push(next);
+                }
                 continue;
             }
             // One in RAM is judged now, unless its changes keep its size:
@@ -66,6 +85,7 @@ impl ValueStore {
                     .cache
                     .bucket(meta.slot)
                     .is_some_and(|b| next.taken_in(&b))
+                    && listed.insert(next.slot)
                 {
                     slots.push(next.slot);
                     neighbours.push(None);
@@ -100,6 +120,30 @@ impl Neighbour {
         let bytes = payload_of(block) as isize + self.change;
         bytes > PAYLOAD as isize || bytes < SMALL as isize
     }
+}
+
+/// The buckets the subtrees at `depth` of the first and last of `changes`
+/// span, when they may reach past their bucket (smallest key `min`, the
+/// next one's `next`): a subtree reaches back only if its key shares the
+/// prefix with `min`, forward only if it shares it with `next`.
+fn spanned(
+    dir: &Directory,
+    changes: &[(KeyPath, Option<Vec<u8>>)],
+    min: &KeyPath,
+    next: Option<KeyPath>,
+    depth: usize,
+) -> Vec<u32> {
+    let (Some((first, _)), Some((last, _))) = (changes.first(), changes.last()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if shares_prefix(first, min, depth) {
+        out.extend(dir.overlapping(&prefix(first, depth), depth));
+    }
+    if next.is_some_and(|next| shares_prefix(last, &next, depth)) {
+        out.extend(dir.overlapping(&prefix(last, depth), depth));
+    }
+    out
 }
 
 /// The bytes `changes` add to the bucket `meta` summarizes, as its

@@ -333,7 +333,7 @@ impl ValueStore {
     #[cfg(test)]
     pub(crate) fn load_buckets<'a>(&self, keys: impl Iterator<Item = &'a KeyPath>) {
         let rewrites: Vec<_> = keys.map(|k| (*k, Some(Vec::new()))).collect();
-        self.start_load(&rewrites).run();
+        self.start_load(&rewrites, crate::trie::MAX_DEPTH).run();
     }
 
     /// Reads into the cache the buckets the next plan will move

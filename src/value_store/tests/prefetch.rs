@@ -261,7 +261,7 @@ fn a_reader_waits_for_a_bucket_on_its_way_instead_of_reading_it_again() {
     let keys: Vec<KeyPath> = mins[1..5].to_vec();
     let at = reads(&store);
     let rewrites: Vec<_> = keys.iter().map(|k| (*k, model.get(k).cloned())).collect();
-    let load = values.start_load(&rewrites);
+    let load = values.start_load(&rewrites, crate::trie::MAX_DEPTH);
     std::thread::scope(|s| {
         // Each reader asks while the load is marked and not yet read.
         let readers: Vec<_> = keys
@@ -288,7 +288,7 @@ fn a_load_that_never_runs_leaves_its_readers_to_read() {
         .iter()
         .map(|k| (*k, model.get(k).cloned()))
         .collect();
-    let load = values.start_load(&rewrites);
+    let load = values.start_load(&rewrites, crate::trie::MAX_DEPTH);
     drop(load);
     assert_eq!(values.get(&mins[1]).unwrap(), model.get(&mins[1]).cloned());
     assert_eq!(reads(&store) - at, 1);
@@ -318,7 +318,10 @@ fn a_load_brings_the_neighbour_a_bucket_it_overflows_takes_in() {
 
     // Rewrites that keep every length: the bucket stays as full.
     let same: Vec<_> = [(mins[2], model.get(&mins[2]).cloned())].into();
-    assert!(values.start_load(&same).slots.is_empty());
+    assert!(values
+        .start_load(&same, crate::trie::MAX_DEPTH)
+        .slots
+        .is_empty());
 
     // A bucket's worth of new keys: the plan takes in the next bucket.
     let new: Vec<_> = past(&mins[2], 120)
@@ -329,7 +332,7 @@ fn a_load_brings_the_neighbour_a_bucket_it_overflows_takes_in() {
     let at = reads(&store);
     values.plan(&new, seqno, |_| Ok(())).unwrap();
     assert_eq!(reads(&store) - at, 1, "without the load the plan reads it");
-    let load = values.start_load(&new);
+    let load = values.start_load(&new, crate::trie::MAX_DEPTH);
     assert_eq!(load.slots, [next]);
     load.run();
     let at = reads(&store);
@@ -341,9 +344,48 @@ fn a_load_brings_the_neighbour_a_bucket_it_overflows_takes_in() {
     drop((store, values));
     let (store, values) = open(dir.path());
     let at = reads(&store);
-    values.start_load(&new).run();
+    values.start_load(&new, crate::trie::MAX_DEPTH).run();
     assert_eq!(reads(&store) - at, 2);
     assert!(values.cache.has_bucket(next));
     values.plan(&new, seqno, |_| Ok(())).unwrap();
     assert_eq!(reads(&store) - at, 2, "the plan read nothing itself");
+}
+
+#[test]
+fn a_load_brings_the_buckets_beside_that_a_changed_keys_subtree_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, mins) = bucketed(dir.path());
+    for min in &mins[1..6] {
+        // The last key of the bucket before and the first of this one: at
+        // the depth of their common prefix, one subtree holds both.
+        let before = *model.range(..*min).next_back().unwrap().0;
+        let depth = common_prefix_len(&before, min);
+        for (changed, other) in [(before, *min), (*min, before)] {
+            let (store, values) = open(dir.path());
+            let slot_of = |k: &KeyPath| values.state.read().dir.bucket_of(k).unwrap().1.slot;
+            let (home, beside) = (slot_of(&changed), slot_of(&other));
+            let change = [(changed, model.get(&changed).cloned())];
+            let deeper = values.start_load(&change, crate::trie::MAX_DEPTH);
+            assert_eq!(deeper.slots, [home], "no subtree spans two buckets there");
+            drop(deeper);
+            let load = values.start_load(&change, depth);
+            let mut spanned = values
+                .state
+                .read()
+                .dir
+                .overlapping(&crate::trie::prefix(&changed, depth), depth);
+            assert!(spanned.contains(&home) && spanned.contains(&beside));
+            spanned.sort_unstable();
+            let mut loaded = load.slots.clone();
+            loaded.sort_unstable();
+            assert_eq!(loaded, spanned, "each bucket the subtree spans, once");
+            load.run();
+            let at = reads(&store);
+            let found = values
+                .entries_with_prefix(&crate::trie::prefix(&changed, depth), depth)
+                .unwrap();
+            assert!(found.iter().any(|(k, _)| *k == other));
+            assert_eq!(reads(&store) - at, 0, "the subtree's buckets were loaded");
+        }
+    }
 }
