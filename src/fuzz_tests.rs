@@ -53,7 +53,7 @@ fn build(dir: &std::path::Path) {
         pplan.stage(&mut batch);
         let mut written = store.persist(batch).unwrap();
         pages.publish(pplan, written.take(Target::Pages));
-        values.publish(vplan, written.take(Target::Buckets));
+        values.publish(vplan, written.take(Target::Buckets)).apply();
     }
 }
 

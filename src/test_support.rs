@@ -39,7 +39,7 @@ pub(crate) fn commit_values(
     plan.stage(&mut batch);
     let mut written = store.persist(batch).unwrap();
     before_publish();
-    values.publish(plan, written.take(Target::Buckets));
+    values.publish(plan, written.take(Target::Buckets)).apply();
 }
 
 /// Flips 1 to `max_flips` random bits across `files` of `dir`, `rounds` times,

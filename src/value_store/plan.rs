@@ -161,18 +161,23 @@ impl ValueStore {
     }
 
     /// Makes a committed plan visible; `written` is what the commit wrote to
-    /// the buckets file: the plan's new buckets, cached as they are.
-    pub(crate) fn publish(&self, plan: ValuePlan, written: Vec<(u32, BlockBuf)>) {
+    /// the buckets file: the plan's new buckets, for the cache as they are.
+    /// The cache's share is returned, for the caller to apply beside the
+    /// rest of its publish.
+    pub(crate) fn publish(
+        &self,
+        plan: ValuePlan,
+        written: Vec<(u32, BlockBuf)>,
+    ) -> CacheUpdate<'_> {
         self.last_plan
             .record(plan.added.len().max(plan.removed.len()));
+        let update = CacheUpdate {
+            store: self,
+            freed: plan.freed_slots.clone(),
+            written,
+        };
         let mut state = self.state.write();
         state.published.publish();
-        for slot in &plan.freed_slots {
-            self.cache.forget_bucket(*slot);
-        }
-        for (slot, block) in written {
-            self.cache.put_bucket(slot, Arc::new(block));
-        }
         state.dir.apply(&plan.removed, plan.added);
         state.space = plan.space;
         state.space.release(plan.seqno, plan.freed_slots);
@@ -180,6 +185,32 @@ impl ValueStore {
         // Freed only now: until the commit was durable, readers could still want them.
         for (start, blocks) in plan.released {
             state.extents.release(start, blocks);
+        }
+        update
+    }
+}
+
+/// A publish's changes to the bucket cache: the freed slots' buckets out,
+/// the written ones in. Applied after the publish, and so outside the
+/// store's lock: every bucket a reader put in the cache for a freed slot it
+/// put under that lock, from the directory before the publish (a reader
+/// checks the generation before it caches), so it is there to be forgotten;
+/// a reader that misses a written bucket meanwhile reads it from the disk.
+#[must_use = "the cache keeps freed buckets and lacks the written ones until applied"]
+pub(crate) struct CacheUpdate<'a> {
+    store: &'a ValueStore,
+    freed: Vec<u32>,
+    written: Vec<(u32, BlockBuf)>,
+}
+
+impl CacheUpdate<'_> {
+    pub(crate) fn apply(self) {
+        let cache = &self.store.cache;
+        for slot in self.freed {
+            cache.forget_bucket(slot);
+        }
+        for (slot, block) in self.written {
+            cache.put_bucket(slot, Arc::new(block));
         }
     }
 }
