@@ -480,7 +480,7 @@ impl Shared {
             .values
             .publish(value_plan, written.take(Target::Buckets));
         let rewritten = page_plan.rewritten();
-        // The bucket cache's share (some 90,000 lookups at 2^24) beside the
+        // The bucket cache's share (some 90,000 updates at 2^24) beside the
         // page store's, on the CPU the commit's threads have left idle; here
         // if the thread cannot start.
         let cache_update = Mutex::new(Some(cache_update));

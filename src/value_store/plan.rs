@@ -204,6 +204,7 @@ pub(crate) struct CacheUpdate<'a> {
 }
 
 impl CacheUpdate<'_> {
+    /// Forgets the freed slots' buckets, then caches the written ones.
     pub(crate) fn apply(self) {
         let cache = &self.store.cache;
         for slot in self.freed {
