@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::bucket::{self, BucketEntry, InlineValue, Patched, Stored, INLINE_MAX, PAYLOAD};
+use super::cache::ValueCache;
 use super::directory::{by_bucket, BucketMeta, Directory};
 use super::overflow::{self, Extents};
 use super::{Purpose, ValueStore};
@@ -172,7 +173,7 @@ impl ValueStore {
         self.last_plan
             .record(plan.added.len().max(plan.removed.len()));
         let update = CacheUpdate {
-            store: self,
+            cache: &self.cache,
             freed: plan.freed_slots.clone(),
             written,
         };
@@ -198,7 +199,7 @@ impl ValueStore {
 /// a reader that misses a written bucket meanwhile reads it from the disk.
 #[must_use = "the cache keeps freed buckets and lacks the written ones until applied"]
 pub(crate) struct CacheUpdate<'a> {
-    store: &'a ValueStore,
+    cache: &'a ValueCache,
     freed: Vec<u32>,
     written: Vec<(u32, BlockBuf)>,
 }
@@ -206,12 +207,11 @@ pub(crate) struct CacheUpdate<'a> {
 impl CacheUpdate<'_> {
     /// Forgets the freed slots' buckets, then caches the written ones.
     pub(crate) fn apply(self) {
-        let cache = &self.store.cache;
         for slot in self.freed {
-            cache.forget_bucket(slot);
+            self.cache.forget_bucket(slot);
         }
         for (slot, block) in self.written {
-            cache.put_bucket(slot, Arc::new(block));
+            self.cache.put_bucket(slot, Arc::new(block));
         }
     }
 }
