@@ -53,7 +53,10 @@ fn build(dir: &std::path::Path) {
         pplan.stage(&mut batch);
         let mut written = store.persist(batch).unwrap();
         pages.publish(pplan, written.take(Target::Pages));
-        values.publish(vplan, written.take(Target::Buckets)).apply();
+        values
+            .publish(vplan, written.take(Target::Buckets))
+            .0
+            .apply();
     }
 }
 

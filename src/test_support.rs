@@ -39,7 +39,10 @@ pub(crate) fn commit_values(
     plan.stage(&mut batch);
     let mut written = store.persist(batch).unwrap();
     before_publish();
-    values.publish(plan, written.take(Target::Buckets)).apply();
+    values
+        .publish(plan, written.take(Target::Buckets))
+        .0
+        .apply();
 }
 
 /// Flips 1 to `max_flips` random bits across `files` of `dir`, `rounds` times,

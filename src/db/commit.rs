@@ -476,12 +476,13 @@ impl Shared {
         // a reader that sees the published values also sees the undo that
         // takes a session pinned before back to its base.
         self.snapshots.install(undo);
-        let cache_update = self
+        let (cache_update, replaced) = self
             .values
             .publish(value_plan, written.take(Target::Buckets));
         let rewritten = page_plan.rewritten();
-        // The bucket cache's share (some 90,000 updates at 2^24) beside the
-        // page store's, on the CPU the commit's threads have left idle; here
+        // The bucket cache's share (some 90,000 updates at 2^24) on the CPU
+        // the commit's threads have left idle, beside the page store's
+        // publish and the frees of the directory's replaced summaries; here
         // if the thread cannot start.
         let cache_update = Mutex::new(Some(cache_update));
         let apply_cache = || {
@@ -495,6 +496,7 @@ impl Shared {
                 .name("pagetrie-publish".into())
                 .spawn_scoped(s, apply_cache);
             self.pages.publish(page_plan, written.take(Target::Pages));
+            replaced.free();
         });
         apply_cache();
         let keep_from = chain.keep_from(seqno + 1);
