@@ -503,10 +503,9 @@ impl Shared {
         self.snapshots.advance(Head { seqno, root }, chain);
         CommitTimers::add(&self.timers.write_ns, started);
         if self.options.history > 0 {
-            self.store.trim_history(keep_from);
+            self.keep_history_from.store(keep_from, Ordering::Release);
         }
-        // Last: the fold takes the store's commit lock, which the trim needs.
-        self.fold_later();
+        self.tidy_later();
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
         self.timers
             .blocks_moved
