@@ -257,6 +257,28 @@ fn a_block_written_twice_in_one_commit_keeps_the_last_write() {
 }
 
 #[test]
+fn a_block_written_early_and_again_by_its_commit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let write = |k| BlockWrite {
+        target: Target::Pages,
+        index: 1,
+        block: stamp(k, Target::Pages, 1).into(),
+    };
+    let mut batch = Batch::new([1; 32], [3, 0, 0]);
+    batch.writes = vec![write(1)];
+    store.write_early(&mut batch).unwrap();
+    // Both in flight at once, either could land last.
+    batch.writes = vec![write(2)];
+    assert!(matches!(store.persist(batch), Err(Error::Internal(_))));
+    // Refused, not poisoned: the next commit goes through.
+    let mut batch = Batch::new([2; 32], [3, 0, 0]);
+    batch.writes = vec![write(3)];
+    store.persist(batch).unwrap();
+    assert!(store.read(Target::Pages, 1).unwrap().0 == stamp(3, Target::Pages, 1).0);
+}
+
+#[test]
 fn a_commit_never_writes_over_or_frees_what_it_must_not() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = faulty_store(dir.path(), 3);
