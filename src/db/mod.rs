@@ -403,10 +403,10 @@ impl Shared {
 /// commit's cleaning moves, drops the history records the window no longer
 /// needs, and folds the catalog's log into a new snapshot when it has grown
 /// enough, off the committing thread: a trim (the kept records copied, some
-/// 150 MB once in about 30 commits at 2^24 accounts) or a fold (about half a
-/// second) then overlaps the next block's execution. Both hold the store's commit
-/// lock as on the committing thread, so a commit that comes first waits for
-/// them. It stops when the Db closes.
+/// 150 MB once in about 30 commits at 2^24 accounts) or a fold (about half
+/// a second) then overlaps the next block's execution. Both hold the
+/// store's commit lock as on the committing thread, so a commit that comes
+/// first waits for them. It stops when the Db closes.
 fn start_folding(
     shared: std::sync::Weak<Shared>,
     folds: crossbeam_channel::Receiver<()>,

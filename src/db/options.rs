@@ -344,9 +344,8 @@ impl Options {
     /// without the records the window dropped) run on a thread of their own
     /// after a commit returns, beside the next block's execution (default),
     /// or on the committing thread, lengthening the commit that asks for
-    /// one. The
-    /// same thread reads in the blocks the next commit's cleaning moves
-    /// ([`Options::clean_regions`]); off, that commit reads them.
+    /// one. The same thread reads in the blocks the next commit's cleaning
+    /// moves ([`Options::clean_regions`]); off, that commit reads them.
     pub fn fold_in_background(mut self, on: bool) -> Options {
         self.fold_in_background = on;
         self

@@ -251,7 +251,7 @@ impl Directory {
     /// range keeps its smallest key and is replaced where it lies; the rest
     /// (splits, merges) take one pass that moves the runs between them whole.
     /// Returns the summaries replaced in place, for the caller to free where
-    /// it costs the commit nothing (at 2^24, some 12 ms of frees a commit).
+    /// it costs the commit nothing (at 2^24, some 10 ms of frees a commit).
     pub(super) fn apply(
         &mut self,
         removed: &[KeyPath],

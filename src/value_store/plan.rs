@@ -206,7 +206,7 @@ pub(crate) struct CacheUpdate<'a> {
 }
 
 /// The directory's summaries of the buckets a publish rewrote in place: at
-/// 2^24 freeing them takes some 12 ms a commit, which the committing thread
+/// 2^24 freeing them takes some 10 ms a commit, which the committing thread
 /// need not spend under the store's lock.
 #[must_use = "freed where the commit has a CPU to spare"]
 pub(crate) struct Replaced(Vec<BucketMeta>);
