@@ -9,6 +9,7 @@
 //! read that fails is left for the reader needing the bucket to report.
 
 use std::collections::HashSet;
+use std::ops::Range;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -42,56 +43,44 @@ impl ValueStore {
         let state = self.state.read();
         let dir = &state.dir;
         let homes: Vec<_> = changes.iter().map(|(k, _)| dir.bucket_of(k)).collect();
-        let mut slots = Vec::new();
-        // By `slots`: the neighbour to judge once that bucket arrives.
-        let mut neighbours = Vec::new();
-        let mut listed = HashSet::new();
-        for range in by_bucket(&homes) {
-            let next_changed = homes.get(range.end).copied().flatten();
-            let Some((min, meta)) = homes[range.start] else {
-                continue;
+        let groups: Vec<Range<usize>> = by_bucket(&homes).collect();
+        // In two halves, the second on a thread of its own: the commit's
+        // other threads start after this, so a CPU would idle through it
+        // (at 2^24 some 30 ms of directory and cache lookups).
+        let (first, second) = groups.split_at(groups.len() / 2);
+        let list = |groups: &[Range<usize>]| {
+            let mut listing = Listing::default();
+            for range in groups {
+                self.list(
+                    dir,
+                    changes,
+                    &homes,
+                    range.clone(),
+                    subtree_depth,
+                    &mut listing,
+                );
+            }
+            listing
+        };
+        let (mut listing, rest) = std::thread::scope(|s| {
+            let other = std::thread::Builder::new()
+                .name("pagetrie-list".into())
+                .spawn_scoped(s, || list(second));
+            let listing = list(first);
+            let rest = match other {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(_) => list(second),
             };
-            let group = &changes[range];
-            let after = dir.successor(&min);
-            for slot in spanned(dir, group, &min, after.map(|a| a.0), subtree_depth) {
-                if slot != meta.slot && !self.cache.has_bucket(slot) && listed.insert(slot) {
-                    slots.push(slot);
-                    neighbours.push(None);
-                }
-            }
-            // The next bucket, if the plan may take it in (a neighbour read
-            // in the plan waits behind the commit's writes: 1.4 ms each, some
-            // 150 a commit at 2^24, mostly next to buckets that take new keys).
-            let next = after
-                .filter(|&(next, slot)| {
-                    next_changed.is_none_or(|h| h.0 != next) && !self.cache.has_bucket(slot)
-                })
-                .map(|(_, slot)| Neighbour {
-                    slot,
-                    change: change_len(dir, meta, group),
-                });
-            if !self.cache.has_bucket(meta.slot) {
-                if listed.insert(meta.slot) {
-                    slots.push(meta.slot);
-                    neighbours.push(next);
-                }
-                continue;
-            }
-            // One in RAM is judged now, unless its changes keep its size:
-            // then the plan takes a neighbour in only if it is already small,
-            // which is rare, and not worth a walk of every bucket here.
-            if let Some(next) = next.filter(|n| n.change != 0) {
-                if self
-                    .cache
-                    .bucket(meta.slot)
-                    .is_some_and(|b| next.taken_in(&b))
-                    && listed.insert(next.slot)
-                {
-                    slots.push(next.slot);
-                    neighbours.push(None);
-                }
-            }
-        }
+            (listing, rest)
+        });
+        listing.append(rest);
+        let Listing {
+            mut slots,
+            mut neighbours,
+            ..
+        } = listing;
         slots.truncate(room);
         neighbours.truncate(room);
         self.loads.start(&slots);
@@ -100,6 +89,84 @@ impl ValueStore {
             slots,
             neighbours,
             generation: state.published.generation(),
+        }
+    }
+
+    /// Lists in `listing` what the changes in `range` (falling in one
+    /// bucket, `homes[range.start]`) call for: the buckets their unstored
+    /// subtrees span, their own, and the next one if the plan may take it in.
+    fn list(
+        &self,
+        dir: &Directory,
+        changes: &[(KeyPath, Option<Vec<u8>>)],
+        homes: &[Option<(KeyPath, &BucketMeta)>],
+        range: Range<usize>,
+        subtree_depth: usize,
+        listing: &mut Listing,
+    ) {
+        let next_changed = homes.get(range.end).copied().flatten();
+        let Some((min, meta)) = homes[range.start] else {
+            return;
+        };
+        let group = &changes[range];
+        let after = dir.successor(&min);
+        for slot in spanned(dir, group, &min, after.map(|a| a.0), subtree_depth) {
+            if slot != meta.slot && !self.cache.has_bucket(slot) {
+                listing.add(slot, None);
+            }
+        }
+        // The next bucket, if the plan may take it in (a neighbour read
+        // in the plan waits behind the commit's writes: 1.4 ms each, some
+        // 150 a commit at 2^24, mostly next to buckets that take new keys).
+        let next = after
+            .filter(|&(next, slot)| {
+                next_changed.is_none_or(|h| h.0 != next) && !self.cache.has_bucket(slot)
+            })
+            .map(|(_, slot)| Neighbour {
+                slot,
+                change: change_len(dir, meta, group),
+            });
+        if !self.cache.has_bucket(meta.slot) {
+            listing.add(meta.slot, next);
+            return;
+        }
+        // One in RAM is judged now, unless its changes keep its size:
+        // then the plan takes a neighbour in only if it is already small,
+        // which is rare, and not worth a walk of every bucket here.
+        if let Some(next) = next.filter(|n| n.change != 0) {
+            if self
+                .cache
+                .bucket(meta.slot)
+                .is_some_and(|b| next.taken_in(&b))
+            {
+                listing.add(next.slot, None);
+            }
+        }
+    }
+}
+
+/// The buckets a load reads, each once, in the order listed.
+#[derive(Default)]
+struct Listing {
+    slots: Vec<u32>,
+    /// By `slots`: the neighbour to judge once that bucket arrives.
+    neighbours: Vec<Option<Neighbour>>,
+    listed: HashSet<u32>,
+}
+
+impl Listing {
+    /// Lists `slot` unless it is already.
+    fn add(&mut self, slot: u32, neighbour: Option<Neighbour>) {
+        if self.listed.insert(slot) {
+            self.slots.push(slot);
+            self.neighbours.push(neighbour);
+        }
+    }
+
+    /// Lists after these the slots of `other` not listed yet.
+    fn append(&mut self, other: Listing) {
+        for (slot, neighbour) in other.slots.into_iter().zip(other.neighbours) {
+            self.add(slot, neighbour);
         }
     }
 }
