@@ -503,9 +503,10 @@ impl Shared {
         self.snapshots.advance(Head { seqno, root }, chain);
         CommitTimers::add(&self.timers.write_ns, started);
         if self.options.history > 0 {
-            self.keep_history_from.store(keep_from, Ordering::Release);
+            self.store.trim_history(keep_from);
         }
-        self.tidy_later();
+        // Last: the fold takes the store's commit lock, which the trim needs.
+        self.fold_later();
         self.timers.commits.fetch_add(1, Ordering::Relaxed);
         self.timers
             .blocks_moved

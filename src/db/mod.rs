@@ -23,7 +23,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
@@ -98,9 +98,6 @@ pub(crate) struct Shared {
     hints: prefetch::HintQueue,
     /// Wakes the folder thread after a commit; `None` once the Db is dropped.
     folds: RwLock<Option<Sender<()>>>,
-    /// The first commit whose history record the history window still
-    /// needs, as of the last commit: the folder trims the rest.
-    keep_history_from: AtomicU64,
 }
 
 impl Db {
@@ -167,7 +164,6 @@ impl Db {
             prefetch: RwLock::new(Some(keys_tx)),
             hints: prefetch::HintQueue::new(prefetch_hints),
             folds: RwLock::new(Some(folds_tx)),
-            keep_history_from: AtomicU64::new(0),
         });
         let fetcher = prefetch::start(Arc::downgrade(&shared), keys_rx)?;
         let warmer = prefetch::start_warming(Arc::downgrade(&shared))?;
@@ -400,13 +396,11 @@ impl Shared {
 }
 
 /// Starts the thread that, after each commit, reads in the blocks the next
-/// commit's cleaning moves, drops the history records the window no longer
-/// needs, and folds the catalog's log into a new snapshot when it has grown
-/// enough, off the committing thread: a trim (the kept records copied, some
-/// 150 MB once in about 30 commits at 2^24 accounts) or a fold (about half
-/// a second) then overlaps the next block's execution. Both hold the
-/// store's commit lock as on the committing thread, so a commit that comes
-/// first waits for them. It stops when the Db closes.
+/// commit's cleaning moves, and folds the catalog's log into a new snapshot
+/// when it has grown enough, off the committing thread: a fold (about half a second
+/// at 2^24 accounts) then overlaps the next block's execution. It holds the
+/// store's commit lock as a fold on the committing thread did, so a commit
+/// that comes first waits for it. It stops when the Db closes.
 fn start_folding(
     shared: std::sync::Weak<Shared>,
     folds: crossbeam_channel::Receiver<()>,
@@ -423,26 +417,17 @@ fn start_folding(
                 // commit's own read of them.
                 let _ = shared.pages.load_victims();
                 shared.values.load_victims();
-                shared.tidy();
+                shared.store.maybe_fold();
             }
         })
 }
 
 impl Shared {
-    /// Trims the history and folds the catalog, each if due.
-    fn tidy(&self) {
-        let keep_from = self.keep_history_from.load(Ordering::Acquire);
-        if keep_from > 0 {
-            self.store.trim_history(keep_from);
-        }
-        self.store.maybe_fold();
-    }
-
-    /// Asks the folder thread to trim the history and fold the catalog if
-    /// due, or does both here without [`Options::fold_in_background`].
-    fn tidy_later(&self) {
+    /// Asks the folder thread to fold the catalog if it is due, or folds
+    /// here without [`Options::fold_in_background`].
+    fn fold_later(&self) {
         if !self.options.fold_in_background {
-            self.tidy();
+            self.store.maybe_fold();
             return;
         }
         let asked = match self.folds.read().as_ref() {
@@ -453,9 +438,9 @@ impl Shared {
             ),
             None => false,
         };
-        // Closed, or the folder is gone: here.
+        // Closed, or the folder is gone: fold here.
         if !asked {
-            self.tidy();
+            self.store.maybe_fold();
         }
     }
 }

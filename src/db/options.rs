@@ -340,12 +340,11 @@ impl Options {
         self
     }
 
-    /// Whether catalog folds and history trims (the history file rewritten
-    /// without the records the window dropped) run on a thread of their own
-    /// after a commit returns, beside the next block's execution (default),
-    /// or on the committing thread, lengthening the commit that asks for
-    /// one. The same thread reads in the blocks the next commit's cleaning
-    /// moves ([`Options::clean_regions`]); off, that commit reads them.
+    /// Whether catalog folds run on a thread of their own after a commit
+    /// returns, beside the next block's execution (default), or on the
+    /// committing thread, lengthening the commit that asks for one. The
+    /// same thread reads in the blocks the next commit's cleaning moves
+    /// ([`Options::clean_regions`]); off, that commit reads them.
     pub fn fold_in_background(mut self, on: bool) -> Options {
         self.fold_in_background = on;
         self
