@@ -327,10 +327,17 @@ impl Db {
     /// Simulates a power loss and closes the handle: what happens to each
     /// write not yet synced is up to `loss`. Does nothing to a database opened
     /// without [`Options::faults`].
-    pub fn lose_power(self, loss: crate::faults::PowerLoss) -> Result<(), Error> {
-        if let Some(faults) = &self.shared.options.faults {
-            faults.lose_power(&self.shared.store.files()?, loss)?;
-        }
+    pub fn lose_power(mut self, loss: crate::faults::PowerLoss) -> Result<(), Error> {
+        let Some(faults) = self.shared.options.faults.clone() else {
+            return Ok(());
+        };
+        let files = self.shared.store.files()?;
+        // The power goes first: a fold or trim the folder thread is running
+        // fails at its next write or sync, as it would stop, instead of
+        // writing after the loss.
+        faults.cut_power();
+        self.stop_threads();
+        faults.lose_power(&files, loss)?;
         Ok(())
     }
 }
@@ -343,16 +350,23 @@ impl Db {
     }
 }
 
-impl Drop for Db {
-    /// Stops the fetcher, the warmer and the folder before the files close, so that the
-    /// directory is free to reopen once the Db and its sessions are gone.
-    fn drop(&mut self) {
+impl Db {
+    /// Stops the fetcher, the warmer and the folder.
+    fn stop_threads(&mut self) {
         self.shared.prefetch.write().take();
         // A fold asked for still runs, then the folder stops.
         self.shared.folds.write().take();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+    }
+}
+
+impl Drop for Db {
+    /// Stops the fetcher, the warmer and the folder before the files close, so that the
+    /// directory is free to reopen once the Db and its sessions are gone.
+    fn drop(&mut self) {
+        self.stop_threads();
     }
 }
 

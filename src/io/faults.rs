@@ -156,6 +156,13 @@ impl Faults {
         self.ring_jobs_left.store(n, Ordering::SeqCst);
     }
 
+    /// Fails every write and sync from now on, as after a power cut, until
+    /// [`Faults::clear`].
+    pub(crate) fn cut_power(&self) {
+        self.fail_writes_after(0, false);
+        self.fail_syncs(true);
+    }
+
     /// Turns every fault off (writes not yet synced stay tracked).
     pub fn clear(&self) {
         self.writes_left.store(u64::MAX, Ordering::SeqCst);
