@@ -325,8 +325,9 @@ impl Db {
 #[cfg(feature = "fault-injection")]
 impl Db {
     /// Simulates a power loss and closes the handle: what happens to each
-    /// write not yet synced is up to `loss`. Does nothing to a database opened
-    /// without [`Options::faults`].
+    /// write not yet synced is up to `loss`. The plan fails every write and
+    /// sync from then on, until [`crate::faults::Faults::clear`]. Does
+    /// nothing to a database opened without [`Options::faults`].
     pub fn lose_power(mut self, loss: crate::faults::PowerLoss) -> Result<(), Error> {
         let Some(faults) = self.shared.options.faults.clone() else {
             return Ok(());
