@@ -275,27 +275,18 @@ impl Store {
 /// Writes run concurrently, so a block written twice keeps only its last
 /// write.
 fn keep_last_writes(writes: &mut Vec<BlockWrite>) {
-    let mut order: Vec<(u8, u64, usize)> = writes
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (w.target as u8, w.index, i))
-        .collect();
-    order.sort_unstable();
-    // Of each block's writes, all but the last (the highest position).
-    let mut dropped: Vec<usize> = order
-        .windows(2)
-        .filter(|w| (w[0].0, w[0].1) == (w[1].0, w[1].1))
-        .map(|w| w[0].2)
-        .collect();
-    if dropped.is_empty() {
+    // No plan repeats a block; only the rare batch that does pays for a map.
+    if !any_twice(writes.iter().map(|w| (w.target, w.index))) {
         return;
     }
-    dropped.sort_unstable();
-    let mut dropped = dropped.into_iter().peekable();
+    let mut last = std::collections::HashMap::with_capacity(writes.len());
+    for (i, w) in writes.iter().enumerate() {
+        last.insert((w.target, w.index), i);
+    }
     let mut i = 0;
-    writes.retain(|_| {
+    writes.retain(|w| {
         i += 1;
-        dropped.next_if_eq(&(i - 1)).is_none()
+        last[&(w.target, w.index)] == i - 1
     });
 }
 
